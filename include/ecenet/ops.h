@@ -1,0 +1,206 @@
+/*
+ * The op vtable: every numerical step of an ECENet evaluation, forward and
+ * VJP, as one entry per op. Installed for tests and bindings; users need only
+ * <ecenet.h>.
+ *
+ * Conventions shared by every entry:
+ *  - Real arrays (`void *`) are in the backend's memory and precision
+ *    (double for ECENET_F64, float for ECENET_F32). Index arrays are int32_t.
+ *  - Forward entries overwrite their outputs. VJP entries ACCUMULATE (+=)
+ *    into every gradient output; the caller zeroes them first.
+ *  - Ops never allocate.
+ *  - Sizes (doc/design.md): N atoms, E edges, P neighbour pairs, T types,
+ *    R = n_max, L = l_max, M = m_max, C = embed_dim, B = 2C, F = B(L+1)
+ *    features per (m, part), S = (L+1)², Q = M+1 angular slots, G = n_grid,
+ *    ND = Σ_l (2l+1)² compact Wigner entries per edge.
+ *  - Edge features: X[e][m][part][f], part 0 = cos, 1 = sin, f fastest;
+ *    element (e, m, p, f) at ((e*Q + m)*2 + p)*F + f.
+ *  - Compact Wigner-D: per edge ND values; block l starts at Σ_{l'<l}(2l'+1)²
+ *    and is row-major [global m][local m], m = -l..l.
+ *  - Channel f = b*(L+1) + l, b = side*C + κ (side 0 = source atom edge_i).
+ */
+#ifndef ECENET_OPS_H
+#define ECENET_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { ECENET_CUTOFF_COSINE = 0, ECENET_CUTOFF_POLY = 1 };
+enum {
+    ECENET_ACT_SILU = 0, ECENET_ACT_RELU = 1, ECENET_ACT_TANH = 2,
+    ECENET_ACT_GELU = 3, ECENET_ACT_IDENTITY = 4
+};
+
+#define ECENET_MLP_MAX 8
+
+typedef struct {
+    int64_t N, E, P;
+    int T, R, L, M, C, B, F, S, Q, G, ND;
+} ecenet_dims;
+
+/* Equivariant linear: Y[e,m,p,o] = Σ_i X[e,m,p,i]·W_eff(e)[m,o,i] + [m=0,p=0]·bias[o],
+ * W_eff(e) = w + w_src[t_src(e)] + w_tgt[t_tgt(e)] (corrections optional). */
+typedef struct {
+    int fin, fout, Q, T;
+    const void *w;               /* (Q, fout, fin) */
+    const void *bias;            /* (fout) or NULL */
+    const void *w_src, *w_tgt;   /* (T, Q, fout, fin) or NULL */
+} ecenet_linear_params;
+
+/* RealSpace nonlinearity on the θ grid (SPEC §11). */
+typedef struct {
+    int F, Q, G, T, act;
+    const void *cos_synth, *sin_synth;        /* (Q, G) */
+    const void *cos_analysis, *sin_analysis;  /* (G, Q) */
+    const void *scale, *shift;                /* (F) or NULL (= 1, 0) */
+    const void *scale_src, *scale_tgt;        /* (T, F) or NULL */
+    const void *shift_src, *shift_tgt;        /* (T, F) or NULL */
+} ecenet_realspace_params;
+
+/* Readout MLP: dims[0] = F -> ... -> dims[n_layers]; act between layers. */
+typedef struct {
+    int n_layers, T, act;
+    int dims[ECENET_MLP_MAX + 1];
+    const void *w[ECENET_MLP_MAX];       /* (dims[k+1], dims[k]) */
+    const void *b[ECENET_MLP_MAX];       /* (dims[k+1]) */
+    const void *w_src[ECENET_MLP_MAX];   /* (T, dims[k+1], dims[k]) or NULL */
+    const void *w_tgt[ECENET_MLP_MAX];
+} ecenet_mlp_params;
+
+typedef const int32_t *ecenet_idx;
+
+/* Offset of Γ_l (l >= 2) in the packed real Clebsch-Gordan table passed to
+ * wigner_fwd/vjp: Γ_l is (3(2l-1)) x (2l+1), row a*(2l-1)+b (a: D¹ index). */
+static inline int ecenet_cg_offset(int l)
+{
+    int off = 0;
+    for (int k = 2; k < l; k++)
+        off += 3 * (2 * k - 1) * (2 * k + 1);
+    return off;
+}
+
+typedef struct ecenet_backend {
+    const char *name;
+    int precision;            /* ECENET_F64 / ECENET_F32 */
+    size_t real_size;         /* sizeof(double) or sizeof(float) */
+
+    /* memory: backend buffers; upload/download convert from/to fp64 host */
+    void *(*alloc)(size_t bytes);
+    void (*release)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*upload)(void *dst, const double *src, size_t count);
+    void (*download)(double *dst, const void *src, size_t count);
+    void (*upload_idx)(int32_t *dst, const int32_t *src, size_t count);
+    /* timer hook for the profiler (seconds), and a barrier */
+    double (*now)(void);
+    void (*sync)(void);
+
+    /* ---- geometry ---- */
+    /* d[k] = pos[dst[k]] - pos[src[k]] + shift[k];  r = sqrt(|d|² + 1e-30) */
+    void (*pair_geom_fwd)(int64_t n, ecenet_idx src, ecenet_idx dst,
+                          const void *shift, const void *pos, void *d, void *r);
+    /* pos_bar[dst] += dbar, pos_bar[src] -= dbar; virial[b*3+a] += d[b]·dbar[a] */
+    void (*pair_geom_vjp)(int64_t n, ecenet_idx src, ecenet_idx dst,
+                          const void *d, const void *dbar, void *pos_bar, void *virial);
+    /* dbar += rbar · d / r */
+    void (*dist_vjp)(int64_t n, const void *d, const void *r, const void *rbar, void *dbar);
+    /* f[k,n] = sqrt(2/c)·sinc(nπr/c)·fc(r), n = 1..K, and df = ∂f/∂r (NULL to skip).
+     * K = 0: the envelope fc alone, one column. */
+    void (*radial_fwd)(int64_t n, const void *r, double cutoff, int K, int cutoff_type,
+                       void *f, void *df);
+    /* rbar[k] += Σ_n fbar[k,n]·df[k,n]  (K = 0: one column) */
+    void (*radial_vjp)(int64_t n, int K, const void *df, const void *fbar, void *rbar);
+    /* Y (n, S) real spherical harmonics of direction d; dY (n, S, 3) = ∂Y/∂d or NULL */
+    void (*sph_fwd)(int64_t n, int L, const void *d, void *Y, void *dY);
+
+    /* ---- atom environment ---- */
+    /* A[i,t,n,s] = Σ_{pairs p=(i->k), type_k=t} f[p,n]·Y[p,s]; A is (N,T,R,S) */
+    void (*ace_fwd)(const ecenet_dims *dm, ecenet_idx nb_src, ecenet_idx nb_dst,
+                    ecenet_idx types, const void *f, const void *Y, void *A);
+    /* dbar[p] += ∂/∂d_p of Σ Abar·A (needs f, df, Y, dY, d, r) */
+    void (*ace_vjp)(const ecenet_dims *dm, ecenet_idx nb_src, ecenet_idx nb_dst,
+                    ecenet_idx types, const void *f, const void *df, const void *Y,
+                    const void *dY, const void *d, const void *r, const void *Abar,
+                    void *dbar);
+    /* A_emb[i,c,s] = Σ_{t,n} A[i,t,n,s]·W[type_i,t,n,c]; W is (T,T,R,C) */
+    void (*embed_fwd)(const ecenet_dims *dm, ecenet_idx types, const void *W,
+                      const void *A, void *A_emb);
+    void (*embed_vjp)(const ecenet_dims *dm, ecenet_idx types, const void *W,
+                      const void *A_emb_bar, void *Abar);
+
+    /* ---- bond frame ---- */
+    /* D (E, ND) from the edge vectors; cg = Γ_2..Γ_L packed, each (3(2l-1), 2l+1) */
+    void (*wigner_fwd)(int64_t E, int L, const void *cg, const void *d, const void *r,
+                       void *D);
+    void (*wigner_vjp)(int64_t E, int L, const void *cg, const void *d, const void *r,
+                       const void *D, const void *Dbar, void *dbar);
+    /* X (E,Q,2,F) = select(concat(A_emb[i], A_emb[j]) · D) */
+    void (*edge_frame_fwd)(const ecenet_dims *dm, ecenet_idx edge_i, ecenet_idx edge_j,
+                           const void *A_emb, const void *D, void *X);
+    void (*edge_frame_vjp)(const ecenet_dims *dm, ecenet_idx edge_i, ecenet_idx edge_j,
+                           const void *A_emb, const void *D, const void *Xbar,
+                           void *A_emb_bar, void *Dbar);
+    /* Y = X·(1 + fr·V) per channel; fr (E,K), V (K,F) */
+    void (*dist_embed_fwd)(const ecenet_dims *dm, int K, const void *fr, const void *V,
+                           const void *X, void *Y);
+    void (*dist_embed_vjp)(const ecenet_dims *dm, int K, const void *fr, const void *V,
+                           const void *X, const void *Ybar, void *Xbar, void *frbar);
+
+    /* ---- layers ---- */
+    void (*linear_fwd)(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc,
+                       ecenet_idx ttgt, const void *X, void *Y);
+    void (*linear_vjp)(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc,
+                       ecenet_idx ttgt, const void *Ybar, void *Xbar);
+    void (*realspace_fwd)(int64_t E, const ecenet_realspace_params *p, ecenet_idx tsrc,
+                          ecenet_idx ttgt, const void *X, void *Y);
+    /* recomputes the grid from X */
+    void (*realspace_vjp)(int64_t E, const ecenet_realspace_params *p, ecenet_idx tsrc,
+                          ecenet_idx ttgt, const void *X, const void *Ybar, void *Xbar);
+    /* Y += X (residual) */
+    void (*add)(int64_t n, const void *X, void *Y);
+
+    /* ---- message passing (SPEC §13) ---- */
+    /* g (E,B,S) = pack(X) · Dᵀ */
+    void (*mp_pack_unrotate_fwd)(const ecenet_dims *dm, const void *X, const void *D, void *g);
+    void (*mp_pack_unrotate_vjp)(const ecenet_dims *dm, const void *X, const void *D,
+                                 const void *gbar, void *Xbar, void *Dbar);
+    /* w (E,B) = Σ_n fr[e,n]·W_msg[t_src,t_tgt,n,b]; fr (E,K) */
+    void (*mp_weight_fwd)(const ecenet_dims *dm, int K, ecenet_idx tsrc, ecenet_idx ttgt,
+                          const void *fr, const void *W_msg, void *w);
+    void (*mp_weight_vjp)(const ecenet_dims *dm, int K, ecenet_idx tsrc, ecenet_idx ttgt,
+                          const void *W_msg, const void *wbar, void *frbar);
+    /* Delta (N,B,S) = Σ_{e: edge_j[e]=a} g[e]·w[e] (overwrites Delta) */
+    void (*mp_scatter_fwd)(const ecenet_dims *dm, ecenet_idx edge_j, const void *g,
+                           const void *w, void *Delta);
+    void (*mp_scatter_vjp)(const ecenet_dims *dm, ecenet_idx edge_j, const void *g,
+                           const void *w, const void *Delta_bar, void *gbar, void *wbar);
+    /* X += unpack(Delta[edge_i] · D) */
+    void (*mp_rotate_unpack_fwd)(const ecenet_dims *dm, ecenet_idx edge_i, const void *Delta,
+                                 const void *D, void *X);
+    void (*mp_rotate_unpack_vjp)(const ecenet_dims *dm, ecenet_idx edge_i, const void *Delta,
+                                 const void *D, const void *Xbar, void *Delta_bar, void *Dbar);
+
+    /* ---- readout ---- */
+    /* y (E, dims[n]) = MLP(X[e, m=0, cos, :]); H saves pre-activations
+     * (E, Σ_{k<n-1} dims[k+1]) for the VJP */
+    void (*mlp_fwd)(const ecenet_dims *dm, const ecenet_mlp_params *p, ecenet_idx tsrc,
+                    ecenet_idx ttgt, const void *X, void *H, void *y);
+    void (*mlp_vjp)(const ecenet_dims *dm, const ecenet_mlp_params *p, ecenet_idx tsrc,
+                    ecenet_idx ttgt, const void *H, const void *ybar, void *Xbar);
+    /* eps[e] = Σ_k y[e,k]·fr[e,k]  (K columns) */
+    void (*energy_fwd)(int64_t E, int K, const void *y, const void *fr, void *eps);
+    /* ybar += fr, frbar += y  (d Σ eps) */
+    void (*energy_vjp)(int64_t E, int K, const void *y, const void *fr, void *ybar,
+                       void *frbar);
+    /* Σ x in fp64, in a fixed order */
+    double (*sum)(int64_t n, const void *x);
+} ecenet_backend;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

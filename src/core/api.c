@@ -1,0 +1,230 @@
+/* Public API: compute contexts and ecenet_compute (include/ecenet.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend.h"
+#include "error.h"
+#include "graph.h"
+#include "model.h"
+#include "step.h"
+
+#define ERR_LEN 1024
+
+struct ecenet_ctx {
+    const ecenet_model *model;
+    ecn_engine *engine;
+    char err[ERR_LEN];
+};
+
+#define ECN_STR2(x) #x
+#define ECN_STR(x) ECN_STR2(x)
+const char *ecenet_version(void)
+{
+    return ECN_STR(ECENET_VERSION_MAJOR) "." ECN_STR(ECENET_VERSION_MINOR) "." ECN_STR(
+        ECENET_VERSION_PATCH);
+}
+int ecenet_abi_version(void) { return ECENET_ABI_VERSION; }
+
+const char *ecenet_status_string(ecenet_status s)
+{
+    switch (s) {
+    case ECENET_OK: return "ok";
+    case ECENET_ERR_IO: return "I/O error";
+    case ECENET_ERR_FORMAT: return "malformed model file";
+    case ECENET_ERR_ARGUMENT: return "invalid argument";
+    case ECENET_ERR_INPUT: return "invalid structure";
+    case ECENET_ERR_NOMEM: return "out of memory";
+    case ECENET_ERR_BACKEND: return "backend error";
+    case ECENET_ERR_UNSUPPORTED: return "unsupported";
+    }
+    return "unknown status";
+}
+
+ecenet_status ecenet_ctx_create(const ecenet_model *model, const char *backend,
+                                ecenet_precision precision, ecenet_ctx **ctx, char *err,
+                                size_t err_len)
+{
+    if (!ctx)
+        return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "ecenet_ctx_create: ctx is NULL");
+    *ctx = NULL;
+    if (!model)
+        return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "ecenet_ctx_create: model is NULL");
+    if (!backend)
+        backend = getenv("ECENET_BACKEND");
+    if (!backend || !*backend)
+        backend = "ref";
+    if (precision != ECENET_F64 && precision != ECENET_F32)
+        return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "unknown precision %d", (int)precision);
+    const ecenet_backend *be = ecn_backend_get(backend, (int)precision);
+    if (!be)
+        return ecn_fail(err, err_len, ECENET_ERR_BACKEND,
+                        "backend '%s' with precision %s is not available in this build "
+                        "(compiled backends: %s; ref is fp64 only)",
+                        backend, precision == ECENET_F64 ? "f64" : "f32", ecn_backend_names());
+    for (int k = 0; k <= model->mlp.n_layers; k++)
+        if (model->mlp.dims[k] > 4096)
+            return ecn_fail(err, err_len, ECENET_ERR_UNSUPPORTED,
+                            "readout layer width %d exceeds 4096", model->mlp.dims[k]);
+    ecenet_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory");
+    c->model = model;
+    ecenet_status st = ecn_engine_create(model, be, &c->engine, err, err_len);
+    if (st != ECENET_OK) {
+        free(c);
+        return st;
+    }
+    *ctx = c;
+    return ECENET_OK;
+}
+
+void ecenet_ctx_free(ecenet_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    ecn_engine_free(ctx->engine);
+    free(ctx);
+}
+
+const char *ecenet_ctx_error(const ecenet_ctx *ctx) { return ctx ? ctx->err : "ctx is NULL"; }
+
+const char *ecenet_ctx_backend(const ecenet_ctx *ctx)
+{
+    return ctx ? ecn_engine_backend(ctx->engine)->name : NULL;
+}
+
+static double det3(const double *a)
+{
+    return a[0] * (a[4] * a[8] - a[5] * a[7]) - a[1] * (a[3] * a[8] - a[5] * a[6]) +
+           a[2] * (a[3] * a[7] - a[4] * a[6]);
+}
+
+/* Validate the system and the output buffers before touching anything. */
+static ecenet_status check_args(ecenet_ctx *ctx, const ecenet_system *s, const ecenet_outputs *o,
+                                int32_t *types)
+{
+    char *err = ctx->err;
+    const size_t n = s->n_atoms;
+    if (n == 0)
+        return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT, "empty structure (0 atoms)");
+    if (!s->positions || !s->numbers)
+        return ecn_fail(err, ERR_LEN, ECENET_ERR_ARGUMENT, "positions or numbers is NULL");
+    if (n > (size_t)INT32_MAX / 4)
+        return ecn_fail(err, ERR_LEN, ECENET_ERR_UNSUPPORTED, "too many atoms (%zu)", n);
+    for (size_t i = 0; i < n; i++) {
+        int t = ecenet_model_type_of(ctx->model, s->numbers[i]);
+        if (t < 0) {
+            const char *sym = ecenet_element_symbol(s->numbers[i]);
+            return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT,
+                            "atom %zu: element %s (Z = %d) is not in the model", i,
+                            sym ? sym : "?", s->numbers[i]);
+        }
+        types[i] = t;
+        for (int a = 0; a < 3; a++)
+            if (!isfinite(s->positions[3 * i + a]))
+                return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT,
+                                "atom %zu has a non-finite position", i);
+    }
+    if (s->cell)
+        for (int k = 0; k < 9; k++)
+            if (!isfinite(s->cell[k]))
+                return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT, "the cell has a non-finite entry");
+    if (o->forces && o->forces_len != 3 * n)
+        return ecn_fail(err, ERR_LEN, ECENET_ERR_ARGUMENT,
+                        "forces buffer has length %zu, expected 3*n_atoms = %zu", o->forces_len,
+                        3 * n);
+    if (o->atom_energies && o->atom_energies_len != n)
+        return ecn_fail(err, ERR_LEN, ECENET_ERR_ARGUMENT,
+                        "atom_energies buffer has length %zu, expected n_atoms = %zu",
+                        o->atom_energies_len, n);
+    if (o->dE_dstrain && o->dE_dstrain_len != 9)
+        return ecn_fail(err, ERR_LEN, ECENET_ERR_ARGUMENT,
+                        "dE_dstrain buffer has length %zu, expected 9", o->dE_dstrain_len);
+    if (o->stress) {
+        if (o->stress_len != 6)
+            return ecn_fail(err, ERR_LEN, ECENET_ERR_ARGUMENT,
+                            "stress buffer has length %zu, expected 6", o->stress_len);
+        if (!s->cell || fabs(det3(s->cell)) < 1e-12)
+            return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT,
+                            "stress requested but the system has no cell of non-zero volume");
+    }
+    return ECENET_OK;
+}
+
+ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecenet_outputs *o)
+{
+    if (!ctx)
+        return ECENET_ERR_ARGUMENT;
+    ctx->err[0] = '\0';
+    if (!s || !o)
+        return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_ARGUMENT, "system or outputs is NULL");
+    const ecenet_model *m = ctx->model;
+    const size_t n = s->n_atoms;
+    int32_t *types = malloc((n ? n : 1) * sizeof *types);
+    double *grad = malloc((3 * n + 1) * sizeof *grad);
+    double virial[9];
+    if (!types || !grad) {
+        free(types);
+        free(grad);
+        return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_NOMEM, "out of memory");
+    }
+    ecn_graph g;
+    memset(&g, 0, sizeof g);
+    double *per_edge = NULL;
+    ecenet_status st = check_args(ctx, s, o, types);
+    if (st == ECENET_OK) {
+        const int nopbc[3] = {0, 0, 0};
+        st = ecn_graph_build(n, s->positions, s->cell, s->cell ? s->pbc : nopbc,
+                             m->cfg.r_cut_edge, m->cfg.r_cut_neighbor, &g, ctx->err, ERR_LEN);
+    }
+    if (st == ECENET_OK && o->atom_energies) {
+        per_edge = malloc((size_t)(g.edges.n + 1) * sizeof *per_edge);
+        if (!per_edge)
+            st = ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_NOMEM, "out of memory");
+    }
+    ecn_step_out so;
+    memset(&so, 0, sizeof so);
+    if (st == ECENET_OK) {
+        ecn_step_in si = {n, s->positions, types, &g};
+        so.per_edge = per_edge;
+        so.grad = (o->forces) ? grad : NULL;
+        so.virial = (o->stress || o->dE_dstrain) ? virial : NULL;
+        st = ecn_step(ctx->engine, &si, &so, ctx->err, ERR_LEN);
+    }
+    if (st == ECENET_OK) {
+        /* model units -> eV (SPEC §14.3) */
+        const double u = m->unit;
+        double eref = 0.0;
+        for (size_t i = 0; i < n; i++)
+            eref += m->e_ref[types[i]];
+        if (o->energy)
+            *o->energy = u * so.energy + u * m->energy_mean + eref;
+        if (o->forces)
+            for (size_t k = 0; k < 3 * n; k++)
+                o->forces[k] = -u * grad[k];
+        if (o->dE_dstrain)
+            for (int k = 0; k < 9; k++)
+                o->dE_dstrain[k] = u * virial[k];
+        if (o->stress) {
+            /* Voigt xx yy zz yz xz xy from the upper triangle (ECENet's calculator) */
+            const double V = fabs(det3(s->cell));
+            static const int vi[6] = {0, 4, 8, 5, 2, 1};
+            for (int k = 0; k < 6; k++)
+                o->stress[k] = u * virial[vi[k]] / V;
+        }
+        if (o->atom_energies) {
+            for (size_t i = 0; i < n; i++)
+                o->atom_energies[i] = u * (m->atomic_energy[types[i]] + m->energy_mean / (double)n) +
+                                      m->e_ref[types[i]];
+            for (int64_t e = 0; e < g.edges.n; e++) {
+                o->atom_energies[g.edges.src[e]] += 0.5 * u * per_edge[e];
+                o->atom_energies[g.edges.dst[e]] += 0.5 * u * per_edge[e];
+            }
+        }
+    }
+    ecn_graph_free(&g);
+    free(per_edge);
+    free(types);
+    free(grad);
+    return st;
+}

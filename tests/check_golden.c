@@ -1,0 +1,331 @@
+/* Golden tests: the reference backend against the original PyTorch ECENet
+ * (float64), for the public-release cases ethanol, diamond and options
+ * (tests/data/golden/README.md).
+ *
+ * 1. Op by op: the step runs on the golden edge/neighbour lists and every
+ *    intermediate is compared with act.* at act.edge_rows, in op order, so a
+ *    failure names the first op that differs.
+ * 2. Whole model through the public API (our own neighbour list): energy
+ *    within 1e-12 relative, forces within 1e-10 of max|F|, stress within
+ *    1e-10 of max|σ| (the issue's targets). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend.h"
+#include "graph.h"
+#include "model.h"
+#include "step.h"
+#include "test_util.h"
+
+#define TOL_ACT 1e-12    /* activations, relative to the tensor's max |value| */
+#define TOL_ENERGY 1e-12 /* relative */
+#define TOL_FORCE 1e-10  /* relative to max |F| (and max |σ|, max |dE/dε|) */
+
+typedef struct {
+    const ecn_safetensors *ref;
+    const ecenet_model *model;
+    const int64_t *rows;
+    int64_t K;
+    char first_fail[256];
+    double worst;           /* largest relative error over all traced tensors */
+    int n_compared;
+} trace_ctx;
+
+static double fmax2(double a, double b) { return a > b ? a : b; }
+
+static double tensor_max_abs(const ecn_tensor *t)
+{
+    return tu_max_abs((const double *)t->data, (size_t)t->numel);
+}
+
+/* Record the relative error of one comparison; keep the first failing op. */
+static void record(trace_ctx *tc, const char *what, double maxdiff, double scale)
+{
+    double rel = scale > 0 ? maxdiff / scale : maxdiff;
+    tc->n_compared++;
+    if (rel > tc->worst)
+        tc->worst = rel;
+    if (!(rel <= TOL_ACT) && !tc->first_fail[0])
+        snprintf(tc->first_fail, sizeof tc->first_fail, "%s: relative error %.3e", what, rel);
+}
+
+/* Whole (N, ...) or (P, ...) tensors, same layout as ours. */
+static void cmp_full(trace_ctx *tc, const char *gname, const double *ours, size_t count)
+{
+    const ecn_tensor *t = ecn_st_find(tc->ref, gname);
+    ck_assert_msg(t != NULL, "golden tensor %s missing", gname);
+    ck_assert_msg((size_t)t->numel == count, "%s: %lld values, ours %zu", gname,
+                  (long long)t->numel, count);
+    record(tc, gname, tu_max_abs_diff(ours, t->data, count), tensor_max_abs(t));
+}
+
+/* Edge features: ours X[e][m][part][c]; golden (K, n_ch, n_ang) per part. */
+static void cmp_features(trace_ctx *tc, const char *prefix, const double *X)
+{
+    const ecn_config *c = &tc->model->cfg;
+    const int F = c->F, Q = c->Q;
+    for (int part = 0; part < 2; part++) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "act.%s.%s", prefix, part ? "A_sin" : "A_cos");
+        const double *g = tu_f64(tc->ref, nm, tc->K * F * Q);
+        double md = 0.0;
+        for (int64_t k = 0; k < tc->K; k++)
+            for (int f = 0; f < F; f++)
+                for (int m = 0; m < Q; m++) {
+                    double a = X[((tc->rows[k] * Q + m) * 2 + part) * F + f];
+                    double d = fabs(a - g[(k * F + f) * Q + m]);
+                    if (d > md)
+                        md = d;
+                }
+        record(tc, nm, md, tu_max_abs(g, (size_t)(tc->K * F * Q)));
+    }
+}
+
+static void on_trace(void *user, const char *name, const double *data, size_t count)
+{
+    trace_ctx *tc = user;
+    const ecn_config *c = &tc->model->cfg;
+    if (strcmp(name, "nb_radial") == 0) {
+        cmp_full(tc, "act.nb_radial", data, count);
+    } else if (strcmp(name, "nb_Y") == 0) {
+        cmp_full(tc, "act.nb_Y", data, count);
+    } else if (strcmp(name, "ace_A") == 0) {
+        cmp_full(tc, "act.ace_A", data, count);
+    } else if (strcmp(name, "A_emb") == 0) {
+        cmp_full(tc, "act.A_emb", data, count);
+    } else if (strcmp(name, "D") == 0) {
+        const int S = c->S;
+        int ND = 0;
+        for (int l = 0; l <= c->l_max; l++)
+            ND += (2 * l + 1) * (2 * l + 1);
+        const double *g = tu_f64(tc->ref, "act.D_block", tc->K * S * S);
+        double md = 0.0;
+        for (int64_t k = 0; k < tc->K; k++) {
+            const double *De = data + tc->rows[k] * ND;
+            for (int l = 0, off = 0; l <= c->l_max; off += (2 * l + 1) * (2 * l + 1), l++)
+                for (int a = 0; a < 2 * l + 1; a++)
+                    for (int b = 0; b < 2 * l + 1; b++) {
+                        double d = fabs(De[off + a * (2 * l + 1) + b] -
+                                        g[(k * S + l * l + a) * S + l * l + b]);
+                        if (d > md)
+                            md = d;
+                    }
+        }
+        record(tc, "act.D_block", md, 1.0);
+    } else if (strcmp(name, "per_edge_energy") == 0) {
+        cmp_full(tc, "out.per_edge_energy", data, count);
+    } else {
+        /* edge_frame, stage{g}.layer{k}[.linear], mp{g} */
+        cmp_features(tc, name, data);
+        char last[64];
+        snprintf(last, sizeof last, "stage%d.layer%d", c->n_mp - 1, c->n_layers - 1);
+        if (strcmp(name, last) == 0) { /* the readout's invariants: m = 0 cos slot */
+            const double *g = tu_f64(tc->ref, "act.invariants", tc->K * c->F);
+            double md = 0.0;
+            for (int64_t k = 0; k < tc->K; k++)
+                for (int f = 0; f < c->F; f++) {
+                    double d = fabs(data[tc->rows[k] * c->Q * 2 * c->F + f] - g[k * c->F + f]);
+                    if (d > md)
+                        md = d;
+                }
+            record(tc, "act.invariants", md, tu_max_abs(g, (size_t)(tc->K * c->F)));
+        }
+    }
+}
+
+static void to_pairlist(const ecn_safetensors *ref, const char *src, const char *dst,
+                        const char *shift, ecn_pairlist *pl)
+{
+    const ecn_tensor *ts = ecn_st_find(ref, src);
+    ck_assert_ptr_nonnull(ts);
+    pl->n = ts->numel;
+    const int64_t *s = tu_i64(ref, src, pl->n), *d = tu_i64(ref, dst, pl->n);
+    const double *sh = tu_f64(ref, shift, 3 * pl->n);
+    pl->src = malloc((size_t)(pl->n + 1) * sizeof *pl->src);
+    pl->dst = malloc((size_t)(pl->n + 1) * sizeof *pl->dst);
+    pl->shift = malloc((size_t)(3 * pl->n + 1) * sizeof *pl->shift);
+    ck_assert(pl->src && pl->dst && pl->shift);
+    for (int64_t k = 0; k < pl->n; k++) {
+        pl->src[k] = (int32_t)s[k];
+        pl->dst[k] = (int32_t)d[k];
+    }
+    memcpy(pl->shift, sh, (size_t)(3 * pl->n) * sizeof(double));
+}
+
+static int is_periodic(const ecn_safetensors *ref)
+{
+    const ecn_tensor *p = ecn_st_find(ref, "input.pbc");
+    const uint8_t *f = p->data;
+    return f[0] || f[1] || f[2];
+}
+
+static ecenet_model *load_model(const char *name)
+{
+    char path[1024], err[1024];
+    snprintf(path, sizeof path, "%s/golden/%s.model.safetensors", tu_data_dir(), name);
+    ecenet_model *m = NULL;
+    ecenet_status st = ecenet_model_load(path, &m, err, sizeof err);
+    ck_assert_msg(st == ECENET_OK, "loading %s: %s", path, err);
+    return m;
+}
+
+/* Part 1: op by op on the golden graph, plus energy/forces/dE/dε from the step. */
+static void run_stepwise(const char *name)
+{
+    ecn_safetensors *ref = tu_open_golden(name, "ref");
+    ecenet_model *m = load_model(name);
+    const ecn_tensor *tp = ecn_st_find(ref, "input.positions");
+    const int64_t N = tp->numel / 3;
+    const double *pos = tu_f64(ref, "input.positions", 3 * N);
+    const int64_t *ty = tu_i64(ref, "input.types", N);
+    int32_t *types = malloc((size_t)N * sizeof *types);
+    for (int64_t i = 0; i < N; i++)
+        types[i] = (int32_t)ty[i];
+    ecn_graph g;
+    to_pairlist(ref, "graph.edge_i", "graph.edge_j", "graph.edge_shift", &g.edges);
+    to_pairlist(ref, "graph.nb_src", "graph.nb_dst", "graph.nb_shift", &g.nb);
+
+    trace_ctx tc;
+    memset(&tc, 0, sizeof tc);
+    tc.ref = ref;
+    tc.model = m;
+    const ecn_tensor *tr = ecn_st_find(ref, "act.edge_rows");
+    tc.K = tr->numel;
+    tc.rows = tu_i64(ref, "act.edge_rows", tc.K);
+
+    char err[1024];
+    ecn_engine *eng = NULL;
+    ck_assert_int_eq(ecn_engine_create(m, &ecn_ref_backend, &eng, err, sizeof err), ECENET_OK);
+    double *grad = malloc((size_t)(3 * N) * sizeof *grad), virial[9];
+    ecn_step_in in = {(size_t)N, pos, types, &g};
+    ecn_step_out out;
+    memset(&out, 0, sizeof out);
+    out.grad = grad;
+    out.virial = virial;
+    out.trace = on_trace;
+    out.trace_user = &tc;
+    ecenet_status st = ecn_step(eng, &in, &out, err, sizeof err);
+    ck_assert_msg(st == ECENET_OK, "%s: %s", name, err);
+    ck_assert_msg(!tc.first_fail[0], "%s: first op that differs: %s", name, tc.first_fail);
+    ck_assert_int_ge(tc.n_compared, 8);
+
+    const double e_ref = tu_f64(ref, "out.energy", 1)[0];
+    const double *f_ref = tu_f64(ref, "out.forces", 3 * N);
+    double erel = fabs(out.energy - e_ref) / fabs(e_ref);
+    for (int64_t k = 0; k < 3 * N; k++)
+        grad[k] = -grad[k]; /* forces */
+    double fmax = tu_max_abs(f_ref, (size_t)(3 * N));
+    double fd = tu_max_abs_diff(grad, f_ref, (size_t)(3 * N));
+    printf("%-8s stepwise (golden graph): %d tensors, worst activation rel err %.2e; "
+           "energy rel err %.2e; forces max err %.2e (max|F| %.3g)",
+           name, tc.n_compared, tc.worst, erel, fd, fmax);
+    ck_assert_msg(erel <= TOL_ENERGY, "%s: energy %.17g vs %.17g (rel %.3e)", name, out.energy,
+                  e_ref, erel);
+    ck_assert_msg(fd <= TOL_FORCE * fmax, "%s: forces max err %.3e, max|F| %.3e", name, fd, fmax);
+    if (is_periodic(ref)) {
+        const double *v_ref = tu_f64(ref, "out.dE_dstrain", 9);
+        double vmax = tu_max_abs(v_ref, 9), vd = tu_max_abs_diff(virial, v_ref, 9);
+        printf("; dE/deps max err %.2e (max %.3g)", vd, vmax);
+        ck_assert_msg(vd <= TOL_FORCE * vmax, "%s: dE/deps max err %.3e of %.3e", name, vd, vmax);
+    }
+    printf("\n");
+    ecn_engine_free(eng);
+    free(grad);
+    free(types);
+    free(g.edges.src); free(g.edges.dst); free(g.edges.shift);
+    free(g.nb.src); free(g.nb.dst); free(g.nb.shift);
+    ecenet_model_free(m);
+    ecn_st_close(ref);
+}
+
+/* Part 2: the public API on the golden structure, with our own neighbour list. */
+static void run_api(const char *name)
+{
+    ecn_safetensors *ref = tu_open_golden(name, "ref");
+    ecenet_model *m = load_model(name);
+    const ecn_tensor *tp = ecn_st_find(ref, "input.positions");
+    const size_t N = (size_t)tp->numel / 3;
+    const double *pos = tu_f64(ref, "input.positions", (int64_t)(3 * N));
+    const int64_t *z = tu_i64(ref, "input.numbers", (int64_t)N);
+    int *numbers = malloc(N * sizeof *numbers);
+    for (size_t i = 0; i < N; i++)
+        numbers[i] = (int)z[i];
+    const int periodic = is_periodic(ref);
+    ecenet_system sys = {N, pos, numbers, periodic ? tu_f64(ref, "input.cell", 9) : NULL,
+                         {periodic, periodic, periodic}};
+    char err[1024];
+    ecenet_ctx *ctx = NULL;
+    ck_assert_msg(ecenet_ctx_create(m, "ref", ECENET_F64, &ctx, err, sizeof err) == ECENET_OK,
+                  "%s", err);
+    double energy = 0.0, *forces = malloc(3 * N * sizeof *forces), stress[6], dedeps[9];
+    double *ae = malloc(N * sizeof *ae);
+    ecenet_outputs out = {&energy, forces, 3 * N, periodic ? stress : NULL, 6,
+                          dedeps, 9, ae, N};
+    ecenet_status st = ecenet_compute(ctx, &sys, &out);
+    ck_assert_msg(st == ECENET_OK, "%s: %s", name, ecenet_ctx_error(ctx));
+
+    const double e_ref = tu_f64(ref, "out.energy", 1)[0];
+    const double *f_ref = tu_f64(ref, "out.forces", (int64_t)(3 * N));
+    double erel = fabs(energy - e_ref) / fabs(e_ref);
+    double fmax = tu_max_abs(f_ref, 3 * N), fd = tu_max_abs_diff(forces, f_ref, 3 * N);
+    double esum = 0.0;
+    for (size_t i = 0; i < N; i++)
+        esum += ae[i];
+    printf("%-8s public API (own graph):  energy %.17g rel err %.2e; forces max err %.2e "
+           "(rel %.2e)", name, energy, erel, fd, fd / fmax);
+    ck_assert_msg(erel <= TOL_ENERGY, "%s: energy %.17g vs %.17g (rel %.3e)", name, energy,
+                  e_ref, erel);
+    ck_assert_msg(fd <= TOL_FORCE * fmax, "%s: forces max err %.3e, max|F| %.3e", name, fd, fmax);
+    ck_assert_msg(fabs(esum - energy) <= 1e-10 * fabs(energy), "%s: Σ atom energies %.17g != %.17g",
+                  name, esum, energy);
+    if (periodic) {
+        const double *s_ref = tu_f64(ref, "out.stress", 9);
+        static const int vi[6] = {0, 4, 8, 5, 2, 1}; /* upper triangle, Voigt order */
+        double smax = tu_max_abs(s_ref, 9), sd = 0.0;
+        for (int k = 0; k < 6; k++)
+            sd = fmax2(sd, fabs(stress[k] - s_ref[vi[k]]));
+        printf("; stress max err %.2e (rel %.2e)", sd, sd / smax);
+        ck_assert_msg(sd <= TOL_FORCE * smax, "%s: stress max err %.3e of %.3e", name, sd, smax);
+    }
+    printf("\n");
+    ecenet_ctx_free(ctx);
+    free(forces);
+    free(ae);
+    free(numbers);
+    ecenet_model_free(m);
+    ecn_st_close(ref);
+}
+
+START_TEST(test_ethanol_stepwise) { run_stepwise("ethanol"); }
+END_TEST
+START_TEST(test_diamond_stepwise) { run_stepwise("diamond"); }
+END_TEST
+START_TEST(test_options_stepwise) { run_stepwise("options"); }
+END_TEST
+START_TEST(test_ethanol_api) { run_api("ethanol"); }
+END_TEST
+START_TEST(test_diamond_api) { run_api("diamond"); }
+END_TEST
+START_TEST(test_options_api) { run_api("options"); }
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("golden");
+    TCase *tc = tcase_create("public");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_ethanol_stepwise);
+    tcase_add_test(tc, test_options_stepwise);
+    tcase_add_test(tc, test_diamond_stepwise);
+    tcase_add_test(tc, test_ethanol_api);
+    tcase_add_test(tc, test_options_api);
+    tcase_add_test(tc, test_diamond_api);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
