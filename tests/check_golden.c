@@ -61,26 +61,55 @@ static void cmp_full(trace_ctx *tc, const char *gname, const double *ours, size_
     record(tc, gname, tu_max_abs_diff(ours, t->data, count), tensor_max_abs(t));
 }
 
-/* Edge features: ours X[e][m][part][c]; golden (K, n_ch, n_ang) per part. */
-static void cmp_features(trace_ctx *tc, const char *prefix, const double *X)
+/* Edge features: ours X[e][m][part][c] at width `width`; golden (K, gw, n_ang)
+ * per part with suffix A_cos/A_sin or u_cos/u_sin; the first `width` golden
+ * channels are compared. */
+static void cmp_features_w(trace_ctx *tc, const char *prefix, const char *sfx, const double *X,
+                           int width)
 {
     const ecn_config *c = &tc->model->cfg;
-    const int F = c->F, Q = c->Q;
+    const int Q = c->Q;
     for (int part = 0; part < 2; part++) {
         char nm[160];
-        snprintf(nm, sizeof nm, "act.%s.%s", prefix, part ? "A_sin" : "A_cos");
-        const double *g = tu_f64(tc->ref, nm, tc->K * F * Q);
+        snprintf(nm, sizeof nm, "act.%s.%s_%s", prefix, sfx, part ? "sin" : "cos");
+        const ecn_tensor *t = ecn_st_find(tc->ref, nm);
+        ck_assert_msg(t != NULL && t->rank == 3 && t->shape[0] == tc->K && t->shape[2] == Q &&
+                          t->shape[1] >= width,
+                      "golden tensor %s missing or of unexpected shape", nm);
+        const int gw = (int)t->shape[1];
+        const double *g = t->data;
         double md = 0.0;
         for (int64_t k = 0; k < tc->K; k++)
-            for (int f = 0; f < F; f++)
+            for (int f = 0; f < width; f++)
                 for (int m = 0; m < Q; m++) {
-                    double a = X[((tc->rows[k] * Q + m) * 2 + part) * F + f];
-                    double d = fabs(a - g[(k * F + f) * Q + m]);
-                    if (d > md)
-                        md = d;
+                    double a = X[((tc->rows[k] * Q + m) * 2 + part) * width + f];
+                    md = fmax2(md, fabs(a - g[(k * gw + f) * Q + m]));
                 }
-        record(tc, nm, md, tu_max_abs(g, (size_t)(tc->K * F * Q)));
+        record(tc, nm, md, tu_max_abs(g, (size_t)t->numel));
     }
+}
+
+static void cmp_features(trace_ctx *tc, const char *prefix, const double *X)
+{
+    cmp_features_w(tc, prefix, "A", X, tc->model->cfg.F);
+}
+
+/* Per-edge rows of width n at row stride `stride` against golden (K, n). */
+static void cmp_rows_strided(trace_ctx *tc, const char *gname, const double *ours, int n,
+                             int64_t stride)
+{
+    const double *g = tu_f64(tc->ref, gname, tc->K * n);
+    double md = 0.0;
+    for (int64_t k = 0; k < tc->K; k++)
+        for (int q = 0; q < n; q++)
+            md = fmax2(md, fabs(ours[tc->rows[k] * stride + q] - g[k * n + q]));
+    record(tc, gname, md, tu_max_abs(g, (size_t)(tc->K * n)));
+}
+
+/* Per-edge rows (E, n) against golden (K, n). */
+static void cmp_rows(trace_ctx *tc, const char *gname, const double *ours, int n)
+{
+    cmp_rows_strided(tc, gname, ours, n, n);
 }
 
 static void on_trace(void *user, const char *name, const double *data, size_t count)
@@ -116,22 +145,27 @@ static void on_trace(void *user, const char *name, const double *data, size_t co
         record(tc, "act.D_block", md, 1.0);
     } else if (strcmp(name, "per_edge_energy") == 0) {
         cmp_full(tc, "out.per_edge_energy", data, count);
+    } else if (strcmp(name, "film.gamma") == 0) {
+        cmp_rows(tc, "act.film.gamma", data, c->F);
+    } else if (strstr(name, ".scores") || strstr(name, ".weights")) {
+        char gname[96];
+        snprintf(gname, sizeof gname, "act.%s", name);
+        cmp_rows(tc, gname, data, c->n_scores);
+    } else if (strstr(name, ".Delta")) {
+        char gname[96];
+        snprintf(gname, sizeof gname, "act.%s", name);
+        cmp_full(tc, gname, data, count);
+    } else if (strstr(name, ".trunk")) {
+        cmp_features_w(tc, name, "u", data, c->F);
+    } else if (strstr(name, ".linear_down")) {
+        cmp_features_w(tc, name, "A", data, c->bottleneck_dim);
     } else {
-        /* edge_frame, stage{g}.layer{k}[.linear], mp{g} */
+        /* edge_frame, film, stage{g}.layer{k}[.linear|.linear_up], mp{g}[.receiver...] */
         cmp_features(tc, name, data);
         char last[64];
         snprintf(last, sizeof last, "stage%d.layer%d", c->n_mp - 1, c->n_layers - 1);
-        if (strcmp(name, last) == 0) { /* the readout's invariants: m = 0 cos slot */
-            const double *g = tu_f64(tc->ref, "act.invariants", tc->K * c->F);
-            double md = 0.0;
-            for (int64_t k = 0; k < tc->K; k++)
-                for (int f = 0; f < c->F; f++) {
-                    double d = fabs(data[tc->rows[k] * c->Q * 2 * c->F + f] - g[k * c->F + f]);
-                    if (d > md)
-                        md = d;
-                }
-            record(tc, "act.invariants", md, tu_max_abs(g, (size_t)(tc->K * c->F)));
-        }
+        if (strcmp(name, last) == 0) /* the readout's invariants: m = 0 cos slot */
+            cmp_rows_strided(tc, "act.invariants", data, c->F, c->Q * 2 * c->F);
     }
 }
 
@@ -169,6 +203,52 @@ static ecenet_model *load_model(const char *name)
     ecenet_status st = ecenet_model_load(path, &m, err, sizeof err);
     ck_assert_msg(st == ECENET_OK, "loading %s: %s", path, err);
     return m;
+}
+
+/* The reference detaches the softmax's per-receiver maximum, so its forces
+ * are not exactly -dE/dx (README "Softmax forces": up to 0.106 eV/Å of
+ * 1.5e4 over all atoms in thglab_softmax). We ship the exact gradient, and at
+ * exact ties of the maximum (ethanol's mirror-image H atoms) the average of
+ * the one-sided derivatives. Checked against:
+ *  - check.fd.forces_exact_gradient, the reference replay without the detach,
+ *    which credits each tie to one edge: README measures 6e-3 between it and
+ *    central differences at the ties; measured 6.10e-3 for ours;
+ *  - check.fd.forces_fd (central differences, h = 1e-5), which at a kink do
+ *    not converge (README); measured 7.38e-3;
+ *  - out.forces within the 0.106 detach gap (measured 0.1059).
+ * Away from ties the gradient is exact: test_softmax_off_ties. */
+#define SOFTMAX_DETACH_GAP 0.11
+#define SOFTMAX_TIE_GAP 6.5e-3
+#define SOFTMAX_FD_TOL 8e-3
+
+static double check_forces(const char *name, const ecenet_model *m, const ecn_safetensors *ref,
+                           const double *forces, int64_t N)
+{
+    const double *f_ref = tu_f64(ref, "out.forces", 3 * N);
+    double fmax = tu_max_abs(f_ref, (size_t)(3 * N));
+    double fd = tu_max_abs_diff(forces, f_ref, (size_t)(3 * N));
+    if (m->cfg.mp_type != ECN_MP_SOFTMAX) {
+        ck_assert_msg(fd <= TOL_FORCE * fmax, "%s: forces max err %.3e, max|F| %.3e", name, fd,
+                      fmax);
+        return fd;
+    }
+    ck_assert_msg(fd <= SOFTMAX_DETACH_GAP, "%s: forces differ from the reference's "
+                  "(detached-max) forces by %.3e > %.2f", name, fd, SOFTMAX_DETACH_GAP);
+    const int64_t *ai = tu_i64(ref, "check.fd.atom_index", 3);
+    const double *fx = tu_f64(ref, "check.fd.forces_exact_gradient", 9);
+    const double *ff = tu_f64(ref, "check.fd.forces_fd", 9);
+    double xd = 0.0, cd = 0.0;
+    for (int k = 0; k < 3; k++)
+        for (int a = 0; a < 3; a++) {
+            xd = fmax2(xd, fabs(forces[3 * ai[k] + a] - fx[3 * k + a]));
+            cd = fmax2(cd, fabs(forces[3 * ai[k] + a] - ff[3 * k + a]));
+        }
+    printf(" [softmax: vs detached-max reference forces %.3e; vs central FD %.2e; vs "
+           "tie-to-one-edge exact gradient %.2e]", fd, cd, xd);
+    ck_assert_msg(cd <= SOFTMAX_FD_TOL, "%s: forces vs central differences max err %.3e", name,
+                  cd);
+    ck_assert_msg(xd <= SOFTMAX_TIE_GAP, "%s: forces vs exact gradient max err %.3e", name, xd);
+    return cd;
 }
 
 /* Part 1: op by op on the golden graph, plus energy/forces/dE/dε from the step. */
@@ -212,18 +292,16 @@ static void run_stepwise(const char *name)
     ck_assert_int_ge(tc.n_compared, 8);
 
     const double e_ref = tu_f64(ref, "out.energy", 1)[0];
-    const double *f_ref = tu_f64(ref, "out.forces", 3 * N);
     double erel = fabs(out.energy - e_ref) / fabs(e_ref);
     for (int64_t k = 0; k < 3 * N; k++)
         grad[k] = -grad[k]; /* forces */
-    double fmax = tu_max_abs(f_ref, (size_t)(3 * N));
-    double fd = tu_max_abs_diff(grad, f_ref, (size_t)(3 * N));
-    printf("%-8s stepwise (golden graph): %d tensors, worst activation rel err %.2e; "
-           "energy rel err %.2e; forces max err %.2e (max|F| %.3g)",
-           name, tc.n_compared, tc.worst, erel, fd, fmax);
+    printf("%-14s stepwise (golden graph): %d tensors, worst activation rel err %.2e; "
+           "energy rel err %.2e", name, tc.n_compared, tc.worst, erel);
     ck_assert_msg(erel <= TOL_ENERGY, "%s: energy %.17g vs %.17g (rel %.3e)", name, out.energy,
                   e_ref, erel);
-    ck_assert_msg(fd <= TOL_FORCE * fmax, "%s: forces max err %.3e, max|F| %.3e", name, fd, fmax);
+    double fd = check_forces(name, m, ref, grad, N);
+    printf("; forces max err %.2e (max|F| %.3g)", fd,
+           tu_max_abs(tu_f64(ref, "out.forces", 3 * N), (size_t)(3 * N)));
     if (is_periodic(ref)) {
         const double *v_ref = tu_f64(ref, "out.dE_dstrain", 9);
         double vmax = tu_max_abs(v_ref, 9), vd = tu_max_abs_diff(virial, v_ref, 9);
@@ -267,17 +345,15 @@ static void run_api(const char *name)
     ck_assert_msg(st == ECENET_OK, "%s: %s", name, ecenet_ctx_error(ctx));
 
     const double e_ref = tu_f64(ref, "out.energy", 1)[0];
-    const double *f_ref = tu_f64(ref, "out.forces", (int64_t)(3 * N));
     double erel = fabs(energy - e_ref) / fabs(e_ref);
-    double fmax = tu_max_abs(f_ref, 3 * N), fd = tu_max_abs_diff(forces, f_ref, 3 * N);
     double esum = 0.0;
     for (size_t i = 0; i < N; i++)
         esum += ae[i];
-    printf("%-8s public API (own graph):  energy %.17g rel err %.2e; forces max err %.2e "
-           "(rel %.2e)", name, energy, erel, fd, fd / fmax);
+    printf("%-14s public API (own graph):  energy %.17g rel err %.2e", name, energy, erel);
     ck_assert_msg(erel <= TOL_ENERGY, "%s: energy %.17g vs %.17g (rel %.3e)", name, energy,
                   e_ref, erel);
-    ck_assert_msg(fd <= TOL_FORCE * fmax, "%s: forces max err %.3e, max|F| %.3e", name, fd, fmax);
+    double fd = check_forces(name, m, ref, forces, (int64_t)N);
+    printf("; forces max err %.2e", fd);
     ck_assert_msg(fabs(esum - energy) <= 1e-10 * fabs(energy), "%s: Σ atom energies %.17g != %.17g",
                   name, esum, energy);
     if (periodic) {
@@ -304,6 +380,61 @@ START_TEST(test_diamond_stepwise) { run_stepwise("diamond"); }
 END_TEST
 START_TEST(test_options_stepwise) { run_stepwise("options"); }
 END_TEST
+/* Softmax forces are the exact gradient away from ties: ethanol displaced by
+ * up to 5e-4 Å (no mirror ties), every component against central differences
+ * of our energy with h = 2.5e-7 Å. Measured: the worst component's error falls
+ * as h² from 0.29 (h = 1.6e-5) to 6.4e-5 (h = 2.4e-7) of |F| = 8198, i.e. it is
+ * FD truncation; the detached-max gradient is off by 0.12 here. Bound 2e-8 of
+ * max|F| (measured about 5e-9). */
+START_TEST(test_softmax_off_ties)
+{
+    ecn_safetensors *ref = tu_open_golden("thglab_softmax", "ref");
+    ecenet_model *m = load_model("thglab_softmax");
+    const double *p0 = tu_f64(ref, "input.positions", 27);
+    const int64_t *z = tu_i64(ref, "input.numbers", 9);
+    double pos[27], F[27], E = 0.0;
+    int num[9];
+    tu_rng_seed(3);
+    for (int k = 0; k < 27; k++)
+        pos[k] = p0[k] + 1e-3 * (tu_uniform() - 0.5);
+    for (int i = 0; i < 9; i++)
+        num[i] = (int)z[i];
+    char err[1024];
+    ecenet_ctx *ctx = NULL;
+    ck_assert_int_eq(ecenet_ctx_create(m, "ref", ECENET_F64, &ctx, err, sizeof err), ECENET_OK);
+    ecenet_system sys = {9, pos, num, NULL, {0, 0, 0}};
+    ecenet_outputs o = {&E, F, 27, NULL, 0, NULL, 0, NULL, 0};
+    ck_assert_int_eq(ecenet_compute(ctx, &sys, &o), ECENET_OK);
+    double md = 0.0, fm = tu_max_abs(F, 27);
+    for (int k = 0; k < 27; k++) {
+        const double h = 2.5e-7, x0 = pos[k];
+        double Ep = 0.0, Em = 0.0;
+        ecenet_outputs oe = {&Ep, NULL, 0, NULL, 0, NULL, 0, NULL, 0};
+        pos[k] = x0 + h;
+        ck_assert_int_eq(ecenet_compute(ctx, &sys, &oe), ECENET_OK);
+        oe.energy = &Em;
+        pos[k] = x0 - h;
+        ck_assert_int_eq(ecenet_compute(ctx, &sys, &oe), ECENET_OK);
+        pos[k] = x0;
+        md = fmax2(md, fabs(-(Ep - Em) / (2 * h) - F[k]));
+    }
+    printf("thglab_softmax off ties: forces vs central differences max err %.2e (max|F| %.3g)\n",
+           md, fm);
+    ck_assert_msg(md <= 2e-8 * fm, "softmax forces vs FD off ties: %.3e of %.3e", md, fm);
+    ecenet_ctx_free(ctx);
+    ecenet_model_free(m);
+    ecn_st_close(ref);
+}
+END_TEST
+
+START_TEST(test_softmax_stepwise) { run_stepwise("thglab_softmax"); }
+END_TEST
+START_TEST(test_sum_pbc_stepwise) { run_stepwise("thglab_sum_pbc"); }
+END_TEST
+START_TEST(test_softmax_api) { run_api("thglab_softmax"); }
+END_TEST
+START_TEST(test_sum_pbc_api) { run_api("thglab_sum_pbc"); }
+END_TEST
 START_TEST(test_ethanol_api) { run_api("ethanol"); }
 END_TEST
 START_TEST(test_diamond_api) { run_api("diamond"); }
@@ -323,6 +454,14 @@ int main(void)
     tcase_add_test(tc, test_options_api);
     tcase_add_test(tc, test_diamond_api);
     suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("research");
+    tcase_set_timeout(tr, 600);
+    tcase_add_test(tr, test_softmax_stepwise);
+    tcase_add_test(tr, test_sum_pbc_stepwise);
+    tcase_add_test(tr, test_softmax_api);
+    tcase_add_test(tr, test_sum_pbc_api);
+    tcase_add_test(tr, test_softmax_off_ties);
+    suite_add_tcase(s, tr);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int nf = srunner_ntests_failed(sr);

@@ -35,11 +35,25 @@ enum {
     ECENET_ACT_GELU = 3, ECENET_ACT_IDENTITY = 4
 };
 
+/* research MP aggregation (same values as the model's mp_type) */
+enum { ECENET_ATTN_SUM = 1, ECENET_ATTN_SOFTMAX = 2 };
+
 #define ECENET_MLP_MAX 8
 
+/* Entries of a pair list grouped by atom: the entries of atom a are
+ * idx[ptr[a]] .. idx[ptr[a+1]-1], in increasing order (a stable grouping).
+ * Backends use them for deterministic per-atom reductions without atomics. */
+typedef struct {
+    const int32_t *ptr;   /* (N+1) */
+    const int32_t *idx;   /* (n entries) */
+} ecenet_csr;
+
+/* Sizes of a step, and the groupings of its two pair lists (backend memory). */
 typedef struct {
     int64_t N, E, P;
     int T, R, L, M, C, B, F, S, Q, G, ND;
+    ecenet_csr e_src, e_dst;   /* edges grouped by edge_i / by edge_j */
+    ecenet_csr p_src, p_dst;   /* neighbour pairs grouped by nb_src / by nb_dst */
 } ecenet_dims;
 
 /* Equivariant linear: Y[e,m,p,o] = Σ_i X[e,m,p,i]·W_eff(e)[m,o,i] + [m=0,p=0]·bias[o],
@@ -103,9 +117,11 @@ typedef struct ecenet_backend {
     /* d[k] = pos[dst[k]] - pos[src[k]] + shift[k];  r = sqrt(|d|² + 1e-30) */
     void (*pair_geom_fwd)(int64_t n, ecenet_idx src, ecenet_idx dst,
                           const void *shift, const void *pos, void *d, void *r);
-    /* pos_bar[dst] += dbar, pos_bar[src] -= dbar; virial[b*3+a] += d[b]·dbar[a] */
-    void (*pair_geom_vjp)(int64_t n, ecenet_idx src, ecenet_idx dst,
-                          const void *d, const void *dbar, void *pos_bar, void *virial);
+    /* pos_bar[dst] += dbar, pos_bar[src] -= dbar; virial[b*3+a] += d[b]·dbar[a]
+     * (virial may be NULL); by_src/by_dst group the n entries by atom */
+    void (*pair_geom_vjp)(int64_t n, ecenet_idx src, ecenet_idx dst, const ecenet_csr *by_src,
+                          const ecenet_csr *by_dst, const void *d, const void *dbar,
+                          void *pos_bar, void *virial);
     /* dbar += rbar · d / r */
     void (*dist_vjp)(int64_t n, const void *d, const void *r, const void *rbar, void *dbar);
     /* f[k,n] = sqrt(2/c)·sinc(nπr/c)·fc(r), n = 1..K, and df = ∂f/∂r (NULL to skip).
@@ -162,18 +178,28 @@ typedef struct ecenet_backend {
                           ecenet_idx ttgt, const void *X, const void *Ybar, void *Xbar);
     /* Y += X (residual) */
     void (*add)(int64_t n, const void *X, void *Y);
+    /* Optional fused layer (NULL: the orchestration composes linear, realspace
+     * and add): Z = Linear(X) (saved), X += RealSpace(Z). */
+    void (*layer_fwd)(int64_t E, const ecenet_linear_params *lin,
+                      const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
+                      void *X, void *Z);
+    /* Xbar += Linearᵀ(RealSpace_vjp(Z, Xbar)); tmp is (E,Q,2,F) scratch */
+    void (*layer_vjp)(int64_t E, const ecenet_linear_params *lin,
+                      const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
+                      const void *Z, void *Xbar, void *tmp);
 
     /* ---- message passing (SPEC §13) ---- */
     /* g (E,B,S) = pack(X) · Dᵀ */
     void (*mp_pack_unrotate_fwd)(const ecenet_dims *dm, const void *X, const void *D, void *g);
     void (*mp_pack_unrotate_vjp)(const ecenet_dims *dm, const void *X, const void *D,
                                  const void *gbar, void *Xbar, void *Dbar);
-    /* w (E,B) = Σ_n fr[e,n]·W_msg[t_src,t_tgt,n,b]; fr (E,K) */
+    /* Public MP weight (§13): w (E,F) per channel f = b(L+1)+l,
+     * w[e,f] = Σ_n fr[e,n]·W_msg[t_src,t_tgt,n,b] (the same for every l); fr (E,K) */
     void (*mp_weight_fwd)(const ecenet_dims *dm, int K, ecenet_idx tsrc, ecenet_idx ttgt,
                           const void *fr, const void *W_msg, void *w);
     void (*mp_weight_vjp)(const ecenet_dims *dm, int K, ecenet_idx tsrc, ecenet_idx ttgt,
                           const void *W_msg, const void *wbar, void *frbar);
-    /* Delta (N,B,S) = Σ_{e: edge_j[e]=a} g[e]·w[e] (overwrites Delta) */
+    /* Delta[a,b,s] = Σ_{e: edge_j[e]=a} g[e,b,s]·w[e, b(L+1)+l(s)] (overwrites Delta) */
     void (*mp_scatter_fwd)(const ecenet_dims *dm, ecenet_idx edge_j, const void *g,
                            const void *w, void *Delta);
     void (*mp_scatter_vjp)(const ecenet_dims *dm, ecenet_idx edge_j, const void *g,
@@ -183,6 +209,36 @@ typedef struct ecenet_backend {
                                  const void *D, void *X);
     void (*mp_rotate_unpack_vjp)(const ecenet_dims *dm, ecenet_idx edge_i, const void *Delta,
                                  const void *D, const void *Xbar, void *Delta_bar, void *Dbar);
+
+    /* Research attention weights (§17.3): scores (E,K), fc (E) the plain
+     * envelope; a (E,K) = s·fc ('sum') or the per-receiver softmax
+     * exp(s-M_j)·fc / (Σ_{e'->j} exp(s-M_j)·fc + 1e-6) (·fc if msg_env);
+     * w (E,F): head h = b / (B/H) gates base channel b, slot
+     * k = h·(L+1)+l if l_attention else h. tmp: (N, 4K) scratch.
+     * The VJP is the exact gradient (the per-receiver max is not detached); edges
+ * tied at the maximum (within ~1e-12 relative in fp64) share its term equally. */
+    void (*mp_attn_weight_fwd)(const ecenet_dims *dm, int n_heads, int l_attention, int mode,
+                               int msg_env, ecenet_idx edge_j, const void *scores,
+                               const void *fc, void *a, void *w, void *tmp);
+    void (*mp_attn_weight_vjp)(const ecenet_dims *dm, int n_heads, int l_attention, int mode,
+                               int msg_env, ecenet_idx edge_j, const void *scores,
+                               const void *fc, const void *a, const void *wbar, void *tmp,
+                               void *sbar, void *fcbar);
+
+    /* ---- element FiLM (§17.4) ---- */
+    /* gamma (E,F) = 1 + MLP([ea[t_src] ‖ eb[t_tgt] ‖ fr[e]]), ea/eb (T,P), fr (E,n_rbf)
+     * or NULL; H saves the hidden pre-activations (E, Σ hidden) */
+    void (*film_fwd)(const ecenet_dims *dm, const ecenet_mlp_params *p, const void *ea,
+                     const void *eb, int P, int n_rbf, ecenet_idx tsrc, ecenet_idx ttgt,
+                     const void *fr, void *H, void *gamma);
+    /* frbar += ∂/∂fr (only the distance features carry a geometry gradient) */
+    void (*film_vjp)(const ecenet_dims *dm, const ecenet_mlp_params *p, int P, int n_rbf,
+                     ecenet_idx tsrc, ecenet_idx ttgt, const void *H, const void *gamma_bar,
+                     void *frbar);
+    /* Y[e,m,p,f] = X[e,m,p,f]·s[e,f] at width Fw */
+    void (*chan_scale_fwd)(int64_t E, int Q, int Fw, const void *s, const void *X, void *Y);
+    void (*chan_scale_vjp)(int64_t E, int Q, int Fw, const void *s, const void *X,
+                           const void *Ybar, void *Xbar, void *sbar);
 
     /* ---- readout ---- */
     /* y (E, dims[n]) = MLP(X[e, m=0, cos, :]); H saves pre-activations

@@ -79,6 +79,13 @@ static const command *find_command(const char *name)
     return NULL;
 }
 
+static void print_command_usage(const char *name)
+{
+    const command *c = find_command(name);
+    if (c)
+        fputs(c->usage, stdout);
+}
+
 static void print_main_usage(FILE *fp)
 {
     size_t k;
@@ -214,7 +221,7 @@ static int cmd_compute(int argc, char **argv)
                 continue;
             }
             if (is_help(a)) {
-                fputs(find_command("compute")->usage, stdout);
+                print_command_usage("compute");
                 return 0;
             }
             if ((got = take_option(argc, argv, &i, "-m", "--model", &model_path)) ||
@@ -355,7 +362,7 @@ static int cmd_info(int argc, char **argv)
 
     for (i = 1; i < argc; i++) {
         if (is_help(argv[i])) {
-            fputs(find_command("info")->usage, stdout);
+            print_command_usage("info");
             return 0;
         }
         if (argv[i][0] == '-' && argv[i][1] != '\0')

@@ -289,6 +289,10 @@ static int parse_properties(reader *r, exyz_frame *f, const char *value)
                 f->forces_tok = tok;
             }
             tok += (size_t)c->count;
+            if (tok > 1000000) {
+                fail(r, r->line, "Properties: more than 1000000 values per atom");
+                goto bad;
+            }
         }
         if (!next)
             break;

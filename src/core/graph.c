@@ -17,12 +17,24 @@
  *      Along a periodic axis narrower than the cutoff the search visits
  *      s = ceil(r·|b_k| / bin width) bins each side, i.e. as many images as
  *      needed.
- *   3. Every candidate is tested with the original positions:
+ *   3. Candidates pass a cheap prefilter (wrapped positions, search radius
+ *      inflated by 1e-8 relative, so rounding can never drop a pair), then
+ *      are tested exactly with the original positions:
  *      d = pos[dst] - pos[src] + shift, shift = n_a·a + n_b·b + n_c·c,
  *      r = sqrt(d·d), kept if r < cutoff (strict).
  *   4. Per source atom the candidates are sorted by (dst, n_a, n_b, n_c), so
  *      the order is independent of the binning.
- * Cost O(N · neighbours) time, O(N + pairs) memory. */
+ * Cost O(N · neighbours) time, O(N + pairs) memory.
+ *
+ * Details of the contract (beyond graph.h):
+ *   - pbc may be NULL when a cell is given: all three axes are then periodic.
+ *     A cell with all pbc flags 0 is ignored (it may be all zeros).
+ *   - n_atoms == 0 gives two empty lists (pos may then be NULL).
+ *   - Empty lists have NULL arrays; on failure *g is left empty.
+ *   - Pairs at distance <= 1e-10 Å (any image, not i->i with n = 0) are an
+ *     error naming the first such pair in list order.
+ *   - Each list is limited to INT32_MAX entries (ECENET_ERR_INPUT beyond).
+ *   - An atom more than 2^52 cells away from the cell is rejected. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -67,14 +79,17 @@ static void plist_free(plist *l)
     memset(l, 0, sizeof *l);
 }
 
-/* Ensure room for one more entry. 0 on success, -1 on allocation failure. */
-static int plist_reserve(plist *l, int64_t need)
+/* Ensure room for `need` entries; `proj` is a projection of the final size
+ * (grown to at least 1.5x anyway). 0 on success, -1 on allocation failure. */
+static int plist_reserve(plist *l, int64_t need, double proj)
 {
     int64_t cap;
     void *p;
     if (need <= l->cap)
         return 0;
     cap = l->cap < 1024 ? 1024 : l->cap + l->cap / 2;
+    if (proj > (double)cap)
+        cap = proj < (double)ECN_MAX_PAIRS ? (int64_t)proj : ECN_MAX_PAIRS;
     if (cap < need)
         cap = need;
     if (cap > ECN_MAX_PAIRS)
@@ -129,6 +144,60 @@ static int cand_cmp(const void *pa, const void *pb)
         if (a->n[k] != b->n[k])
             return a->n[k] < b->n[k] ? -1 : 1;
     return 0;
+}
+
+/* Sort keys (unique) ascending: quicksort, insertion sort for short runs. */
+typedef struct {
+    uint64_t key;
+    int64_t idx;
+} skey;
+
+static void skey_sort(skey *a, int64_t n)
+{
+    while (n > 16) {
+        int64_t i = -1, j = n, mid = n / 2;
+        uint64_t pivot;
+        skey t;
+        if (a[mid].key < a[0].key) {
+            t = a[mid]; a[mid] = a[0]; a[0] = t;
+        }
+        if (a[n - 1].key < a[0].key) {
+            t = a[n - 1]; a[n - 1] = a[0]; a[0] = t;
+        }
+        if (a[n - 1].key < a[mid].key) {
+            t = a[n - 1]; a[n - 1] = a[mid]; a[mid] = t;
+        }
+        pivot = a[mid].key;
+        for (;;) {
+            do
+                i++;
+            while (a[i].key < pivot);
+            do
+                j--;
+            while (a[j].key > pivot);
+            if (i >= j)
+                break;
+            t = a[i]; a[i] = a[j]; a[j] = t;
+        }
+        /* [0, j] and [j + 1, n): recurse on the smaller part */
+        if (j + 1 < n - (j + 1)) {
+            skey_sort(a, j + 1);
+            a += j + 1;
+            n -= j + 1;
+        } else {
+            skey_sort(a + j + 1, n - (j + 1));
+            n = j + 1;
+        }
+    }
+    {
+        int64_t i, j;
+        for (i = 1; i < n; i++) {
+            skey t = a[i];
+            for (j = i; j > 0 && a[j - 1].key > t.key; j--)
+                a[j] = a[j - 1];
+            a[j] = t;
+        }
+    }
 }
 
 static double det3(const double m[9])
@@ -311,6 +380,8 @@ ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *c
     bin_hash hash = {0, NULL, NULL};
     cand *cb = NULL;
     int64_t cb_n = 0, cb_cap = 0;
+    skey *sk = NULL;
+    int64_t sk_cap = 0;
     plist le = {0, 0, NULL, NULL, NULL}, ln = {0, 0, NULL, NULL, NULL};
     int32_t n_bins = 0;
     static const double zero9[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -612,10 +683,47 @@ ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *c
                         cb_n++;
                     }
                 }
-        if (cb_n > 1)
-            qsort(cb, (size_t)cb_n, sizeof *cb, cand_cmp);
+        /* Order by (dst, n): packed 64-bit keys when the images of this
+         * atom span < 1024 layers per axis (always, in practice), else qsort. */
+        if (cb_n > sk_cap) {
+            skey *q;
+            if ((uint64_t)cb_cap > SIZE_MAX / sizeof *sk ||
+                !(q = realloc(sk, (size_t)cb_cap * sizeof *sk))) {
+                st = ecn_fail(err, err_len, ECENET_ERR_NOMEM,
+                              "graph: out of memory (%lld pairs of atom %zu)", (long long)cb_n, i);
+                goto done;
+            }
+            sk = q;
+            sk_cap = cb_cap;
+        }
+        {
+            int64_t lo[3] = {INT64_MAX, INT64_MAX, INT64_MAX}, hi[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
+            int packed = 1;
+            for (e = 0; e < cb_n; e++)
+                for (k = 0; k < 3; k++) {
+                    if (cb[e].n[k] < lo[k])
+                        lo[k] = cb[e].n[k];
+                    if (cb[e].n[k] > hi[k])
+                        hi[k] = cb[e].n[k];
+                }
+            for (k = 0; k < 3 && cb_n > 0; k++)
+                if ((uint64_t)(hi[k] - lo[k]) >= 1024)
+                    packed = 0;
+            if (packed) {
+                for (e = 0; e < cb_n; e++) {
+                    sk[e].key = ((uint64_t)cb[e].dst << 30) | ((uint64_t)(cb[e].n[0] - lo[0]) << 20) |
+                                ((uint64_t)(cb[e].n[1] - lo[1]) << 10) | (uint64_t)(cb[e].n[2] - lo[2]);
+                    sk[e].idx = e;
+                }
+                skey_sort(sk, cb_n);
+            } else {
+                qsort(cb, (size_t)cb_n, sizeof *cb, cand_cmp);
+                for (e = 0; e < cb_n; e++)
+                    sk[e].idx = e;
+            }
+        }
         for (e = 0; e < cb_n; e++) {
-            const cand *q = &cb[e];
+            const cand *q = &cb[sk[e].idx];
             int lst;
             if (q->r <= ECN_COINCIDE_DIST) {
                 if ((size_t)q->dst == i)
@@ -647,7 +755,8 @@ ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *c
                                   rc, n);
                     goto done;
                 }
-                if (plist_reserve(l, l->n + 1)) {
+                if (plist_reserve(l, l->n + 1,
+                                  1.05 * (double)l->n * ((double)n / (double)(i + 1)) + 1024.0)) {
                     st = ecn_fail(err, err_len, ECENET_ERR_NOMEM,
                                   "graph: out of memory (%lld %s)", (long long)l->n,
                                   lst == 0 ? "edges" : "neighbour pairs");
@@ -680,6 +789,7 @@ done:
     free(hash.keys);
     free(hash.ids);
     free(cb);
+    free(sk);
     plist_free(&le);
     plist_free(&ln);
     if (st != ECENET_OK)

@@ -3,236 +3,527 @@
  * dE/dpositions and dE/dε. Only vtable entries touch backend memory here.
  *
  * Saved for the backward: pair geometry, radial bases and their derivatives,
- * Y and ∂Y/∂d, A, A_emb, D, each layer's linear output (the RealSpace VJP
- * recomputes its grid from it), each MP layer's input, messages, weights and
- * atom aggregates, and the readout MLP's pre-activations. */
+ * Y and ∂Y/∂d, A, A_emb, D, each layer's (first) linear output (the RealSpace
+ * VJP recomputes its grid from it), each MP layer's message/input, messages g,
+ * weights w, aggregates Δ (and the research layer's trunk and receiver
+ * bottleneck inputs, scores and attention weights), the readout MLP's
+ * pre-activations. Everything lives in one arena per engine. */
+#include "engine.h"
+#include "error.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cg.h"
-#include "error.h"
-#include "model.h"
-#include "step.h"
 
-#define MAX_OWNED 4096
-
-struct ecn_engine {
-    const ecenet_backend *be;
-    const ecenet_model *model;
-    const void *cg, *W, *V_dist;
-    ecenet_linear_params *lin;
-    ecenet_realspace_params *rs;
-    const void **W_msg;
-    ecenet_mlp_params mlp;
-    void *owned[MAX_OWNED]; /* parameter buffers in backend memory */
-    int n_owned;
-    void *ws;               /* workspace arena, grown on demand */
-    size_t ws_bytes;
-    int failed;             /* an upload allocation failed */
-};
-
-const ecenet_backend *ecn_engine_backend(const ecn_engine *eng) { return eng->be; }
-
-static const void *up(ecn_engine *eng, const double *src, size_t n)
-{
-    if (!src)
-        return NULL;
-    if (eng->n_owned == MAX_OWNED) {
-        eng->failed = 1;
-        return NULL;
-    }
-    void *p = eng->be->alloc(n * eng->be->real_size);
-    if (!p) {
-        eng->failed = 1;
-        return NULL;
-    }
-    eng->be->upload(p, src, n);
-    eng->owned[eng->n_owned++] = p;
-    return p;
-}
-
-void ecn_engine_free(ecn_engine *eng)
-{
-    if (!eng)
-        return;
-    for (int k = 0; k < eng->n_owned; k++)
-        eng->be->release(eng->owned[k]);
-    if (eng->ws)
-        eng->be->release(eng->ws);
-    free(eng->lin);
-    free(eng->rs);
-    free((void *)eng->W_msg);
-    free(eng);
-}
-
-ecenet_status ecn_engine_create(const ecenet_model *m, const ecenet_backend *be,
-                                ecn_engine **out, char *err, size_t err_len)
-{
-    const ecn_config *c = &m->cfg;
-    const int T = c->n_types, Q = c->Q, F = c->F, G = c->n_grid;
-    const int nl = c->n_mp * c->n_layers;
-    *out = NULL;
-    ecn_engine *eng = calloc(1, sizeof *eng);
-    if (!eng)
-        return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory creating the engine");
-    eng->be = be;
-    eng->model = m;
-    eng->lin = calloc((size_t)nl, sizeof *eng->lin);
-    eng->rs = calloc((size_t)nl, sizeof *eng->rs);
-    eng->W_msg = calloc((size_t)(c->n_mp > 1 ? c->n_mp - 1 : 1), sizeof *eng->W_msg);
-    if (!eng->lin || !eng->rs || !eng->W_msg) {
-        ecn_engine_free(eng);
-        return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory creating the engine");
-    }
-    size_t ncg = ecn_cg_size(c->l_max);
-    if (ncg) {
-        double *cg = malloc(ncg * sizeof *cg);
-        if (!cg) {
-            ecn_engine_free(eng);
-            return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory building CG tables");
-        }
-        ecn_cg_build(c->l_max, cg);
-        eng->cg = up(eng, cg, ncg);
-        free(cg);
-    }
-    eng->W = up(eng, m->W, (size_t)T * T * c->n_max * c->embed_dim);
-    eng->V_dist = up(eng, m->V_dist, (size_t)c->n_dist_embed * F);
-    const size_t qff = (size_t)Q * F * F;
-    for (int k = 0; k < nl; k++) {
-        const ecenet_linear_params *l = &m->lin[k];
-        ecenet_linear_params *d = &eng->lin[k];
-        *d = *l;
-        d->w = up(eng, l->w, qff);
-        d->bias = up(eng, l->bias, (size_t)l->fout);
-        d->w_src = up(eng, l->w_src, T * qff);
-        d->w_tgt = up(eng, l->w_tgt, T * qff);
-        if (!c->use_nonlinearity)
-            continue;
-        const ecenet_realspace_params *r = &m->rs[k];
-        ecenet_realspace_params *s = &eng->rs[k];
-        *s = *r;
-        s->cos_synth = up(eng, r->cos_synth, (size_t)Q * G);
-        s->sin_synth = up(eng, r->sin_synth, (size_t)Q * G);
-        s->cos_analysis = up(eng, r->cos_analysis, (size_t)G * Q);
-        s->sin_analysis = up(eng, r->sin_analysis, (size_t)G * Q);
-        s->scale = up(eng, r->scale, (size_t)F);
-        s->shift = up(eng, r->shift, (size_t)F);
-        s->scale_src = up(eng, r->scale_src, (size_t)T * F);
-        s->scale_tgt = up(eng, r->scale_tgt, (size_t)T * F);
-        s->shift_src = up(eng, r->shift_src, (size_t)T * F);
-        s->shift_tgt = up(eng, r->shift_tgt, (size_t)T * F);
-    }
-    for (int g = 0; g + 1 < c->n_mp; g++)
-        eng->W_msg[g] = up(eng, m->W_msg[g], (size_t)T * T * c->n_dist_basis * c->B);
-    eng->mlp = m->mlp;
-    for (int k = 0; k < m->mlp.n_layers; k++) {
-        size_t n = (size_t)m->mlp.dims[k + 1] * m->mlp.dims[k];
-        eng->mlp.w[k] = up(eng, m->mlp.w[k], n);
-        eng->mlp.b[k] = up(eng, m->mlp.b[k], (size_t)m->mlp.dims[k + 1]);
-        eng->mlp.w_src[k] = up(eng, m->mlp.w_src[k], T * n);
-        eng->mlp.w_tgt[k] = up(eng, m->mlp.w_tgt[k], T * n);
-    }
-    if (eng->failed) {
-        ecn_engine_free(eng);
-        return ecn_fail(err, err_len, ECENET_ERR_NOMEM,
-                        "backend '%s': out of memory uploading the model parameters", be->name);
-    }
-    *out = eng;
-    return ECENET_OK;
-}
-
-/* ---- workspace: every buffer of a step carved from one arena -------------- */
+/* ---- workspace: every buffer of a step carved from one arena ------------- */
 
 typedef struct {
     char *base;
     size_t off;
+    ecn_profile *prof; /* records each buffer on the second (carving) pass */
 } carve;
 
-static void *take(carve *c, size_t bytes)
+static void prof_buffer(ecn_profile *p, const char *op, size_t bytes, int saved)
+{
+    if (p->n_buf == p->cap_buf) {
+        size_t cap = p->cap_buf ? 2 * p->cap_buf : 256;
+        ecn_prof_buffer *b = realloc(p->buf, cap * sizeof *b);
+        if (!b) {
+            p->oom = 1;
+            return;
+        }
+        p->buf = b;
+        p->cap_buf = cap;
+    }
+    p->buf[p->n_buf].op = op;
+    p->buf[p->n_buf].bytes = bytes;
+    p->buf[p->n_buf].saved = saved;
+    p->n_buf++;
+}
+
+/* A 64-byte aligned buffer; `op` produces it, `saved`: kept for the backward. */
+static void *take(carve *c, size_t bytes, const char *op, int saved)
 {
     size_t o = (c->off + 63) & ~(size_t)63;
+    if (c->base && c->prof)
+        prof_buffer(c->prof, op, bytes + (o - c->off), saved);
     c->off = o + bytes;
     return c->base ? c->base + o : NULL;
+}
+
+void ecn_profile_reset(ecn_profile *p)
+{
+    p->n_ev = p->n_buf = 0;
+    p->workspace_bytes = 0;
+    p->fwd_seconds = p->total_seconds = 0.0;
+    p->oom = 0;
+}
+
+void ecn_profile_free(ecn_profile *p)
+{
+    free(p->ev);
+    free(p->buf);
+    memset(p, 0, sizeof *p);
 }
 
 #define MAX_LAYERS 256
 
 typedef struct {
     int32_t *edge_i, *edge_j, *nb_src, *nb_dst, *types, *tsrc, *ttgt;
+    int32_t *csr[8]; /* ptr/idx of e_src, e_dst, p_src, p_dst */
     void *pos, *eshift, *nshift;
     void *dp, *rp, *fp, *dfp, *Y, *dY, *A, *Aemb;
-    void *de, *re, *D;
-    void *fr_de, *dfr_de, *fr_mp, *dfr_mp, *fr_out, *dfr_out;
-    void *X0, *X, *Z[MAX_LAYERS], *Xmp[MAX_LAYERS], *g[MAX_LAYERS], *w[MAX_LAYERS],
-        *Delta[MAX_LAYERS];
+    void *de, *re, *D, *fc, *dfc;
+    void *fr_de, *dfr_de, *fr_mp, *dfr_mp, *fr_out, *dfr_out, *fr_film, *dfr_film;
+    void *H_film, *gamma;
+    void *X0, *X;
+    void *Z[MAX_LAYERS]; /* per layer: (first) linear output */
+    void *Xmp[MAX_LAYERS], *g[MAX_LAYERS], *w[MAX_LAYERS], *Delta[MAX_LAYERS];
+    void *T1[MAX_LAYERS], *R1[MAX_LAYERS], *sc[MAX_LAYERS], *a[MAX_LAYERS]; /* attention MP */
+    void *attn_tmp;
     void *H, *y, *eps;
+    void *tF1, *tF2, *tF3, *tW1, *tW2; /* temporaries at width F and at the narrow width */
     /* backward */
-    void *Xbar, *Zbar, *X0bar, *Aemb_bar, *Abar, *Dbar, *dbar_e, *rbar_e, *dbar_p;
-    void *gbar, *wbar, *Deltabar, *ybar, *frbar_out, *frbar_mp, *frbar_de, *posbar, *virial;
+    void *Xbar, *X0bar, *gamma_bar, *Aemb_bar, *Abar, *Dbar, *dbar_e, *rbar_e, *dbar_p;
+    void *gbar, *wbar, *Deltabar, *sbar, *fcbar, *ybar;
+    void *frbar_out, *frbar_mp, *frbar_de, *frbar_film, *posbar, *virial;
 } ecn_ws;
 
 typedef struct {
     ecenet_dims dm;
-    int K_de, K_mp, K_out, n_hid, n_lin, n_mp_layers, grad;
+    int K_de, K_mp, K_out, K_film, n_hid, n_hid_film, n_lin, n_mp_layers, attn, grad;
+    int Wn; /* narrow feature width: max(bottleneck_dim, mp_dim, 1) */
 } ecn_shape;
 
-static void plan(const ecn_shape *sh, size_t rs, carve *c, ecn_ws *w)
+static void plan(const ecn_shape *sh, const ecn_config *c, size_t rs, carve *cv, ecn_ws *w)
 {
     const ecenet_dims *d = &sh->dm;
-    const size_t N = (size_t)d->N, E = (size_t)d->E, P = (size_t)d->P;
-    const size_t XE = (size_t)d->Q * 2 * d->F, BS = (size_t)d->B * d->S;
-    const size_t NA = N * d->T * d->R * d->S;
-#define I32(n) ((int32_t *)take(c, (n) * sizeof(int32_t)))
-#define RL(n) take(c, (n) * rs)
+    const size_t N = (size_t)d->N, E = (size_t)d->E, P = (size_t)d->P, F = (size_t)d->F;
+    const size_t XE = (size_t)d->Q * 2 * F, XW = (size_t)d->Q * 2 * sh->Wn;
+    const size_t BS = (size_t)d->B * d->S, NA = N * d->T * d->R * d->S;
+    const size_t K = (size_t)c->n_scores;
+    const int sep0 = sh->K_de || c->element_film; /* edge frame output kept apart from X */
+#define I32(n, op) ((int32_t *)take(cv, (n) * sizeof(int32_t), op, 1))
+#define RL(n, op, saved) take(cv, (n)*rs, op, saved)
     memset(w, 0, sizeof *w);
-    w->edge_i = I32(E); w->edge_j = I32(E); w->tsrc = I32(E); w->ttgt = I32(E);
-    w->nb_src = I32(P); w->nb_dst = I32(P); w->types = I32(N);
-    w->pos = RL(3 * N); w->eshift = RL(3 * E); w->nshift = RL(3 * P);
-    w->dp = RL(3 * P); w->rp = RL(P); w->fp = RL(P * d->R); w->dfp = RL(P * d->R);
-    w->Y = RL(P * d->S); w->dY = RL(3 * P * d->S);
-    w->A = RL(NA); w->Aemb = RL(N * d->C * d->S);
-    w->de = RL(3 * E); w->re = RL(E); w->D = RL(E * d->ND);
-    w->fr_de = RL(E * sh->K_de); w->dfr_de = RL(E * sh->K_de);
-    w->fr_mp = RL(E * sh->K_mp); w->dfr_mp = RL(E * sh->K_mp);
-    w->fr_out = RL(E * sh->K_out); w->dfr_out = RL(E * sh->K_out);
-    w->X = RL(E * XE);
-    w->X0 = sh->K_de ? RL(E * XE) : w->X;
-    for (int k = 0; k < sh->n_lin; k++)
-        w->Z[k] = RL(E * XE);
-    for (int k = 0; k < sh->n_mp_layers; k++) {
-        w->Xmp[k] = RL(E * XE);
-        w->g[k] = RL(E * BS);
-        w->w[k] = RL(E * d->B);
-        w->Delta[k] = RL(N * BS);
+    w->edge_i = I32(E, "inputs");
+    w->edge_j = I32(E, "inputs");
+    w->tsrc = I32(E, "inputs");
+    w->ttgt = I32(E, "inputs");
+    w->nb_src = I32(P, "inputs");
+    w->nb_dst = I32(P, "inputs");
+    w->types = I32(N, "inputs");
+    for (int k = 0; k < 4; k++) {
+        w->csr[2 * k] = I32(N + 1, "inputs");
+        w->csr[2 * k + 1] = I32(k < 2 ? E : P, "inputs");
     }
-    w->H = RL(E * sh->n_hid); w->y = RL(E * sh->K_out); w->eps = RL(E);
-    w->Zbar = RL(E * XE); /* also the forward's RealSpace output */
+    w->pos = RL(3 * N, "inputs", 1);
+    w->eshift = RL(3 * E, "inputs", 1);
+    w->nshift = RL(3 * P, "inputs", 1);
+    w->dp = RL(3 * P, "pair_geom_fwd", 1);
+    w->rp = RL(P, "pair_geom_fwd", 1);
+    w->fp = RL(P * d->R, "radial_fwd", 1);
+    w->dfp = RL(P * d->R, "radial_fwd", 1);
+    w->Y = RL(P * d->S, "sph_fwd", 1);
+    w->dY = RL(3 * P * d->S, "sph_fwd", 1);
+    w->A = RL(NA, "ace_fwd", 0);
+    w->Aemb = RL(N * d->C * d->S, "embed_fwd", 1);
+    w->de = RL(3 * E, "pair_geom_fwd", 1);
+    w->re = RL(E, "pair_geom_fwd", 1);
+    w->D = RL(E * d->ND, "wigner_fwd", 1);
+    w->fc = RL(E, "radial_fwd", 1);
+    w->dfc = RL(E, "radial_fwd", 1);
+    w->fr_de = RL(E * sh->K_de, "radial_fwd", 1);
+    w->dfr_de = RL(E * sh->K_de, "radial_fwd", 1);
+    w->fr_mp = RL(E * sh->K_mp, "radial_fwd", 1);
+    w->dfr_mp = RL(E * sh->K_mp, "radial_fwd", 1);
+    w->fr_out = RL(E * sh->K_out, "radial_fwd", 1);
+    w->dfr_out = RL(E * sh->K_out, "radial_fwd", 1);
+    w->fr_film = RL(E * sh->K_film, "radial_fwd", 1);
+    w->dfr_film = RL(E * sh->K_film, "radial_fwd", 1);
+    w->H_film = RL(E * sh->n_hid_film, "film_fwd", 1);
+    w->gamma = RL(c->element_film ? E * F : 0, "film_fwd", 1);
+    w->X =
+        RL(E * XE, sep0 ? (sh->K_de ? "dist_embed_fwd" : "chan_scale_fwd") : "edge_frame_fwd", 0);
+    w->X0 = sep0 ? RL(E * XE, "edge_frame_fwd", 1) : w->X;
+    for (int k = 0; k < sh->n_lin; k++)
+        w->Z[k] = RL(E * (c->bottleneck_dim ? XW : XE), "linear_fwd", 1);
+    for (int k = 0; k < sh->n_mp_layers; k++) {
+        w->Xmp[k] = RL(E * XE, sh->attn ? "linear_fwd" : "add", 1);
+        w->g[k] = RL(E * BS, "mp_pack_unrotate_fwd", 1);
+        w->w[k] = RL(E * F, sh->attn ? "mp_attn_weight_fwd" : "mp_weight_fwd", 1);
+        w->Delta[k] = RL(N * BS, "mp_scatter_fwd", 1);
+        if (sh->attn) {
+            w->T1[k] = RL(E * XW, "linear_fwd", 1);
+            w->R1[k] = RL(E * XW, "linear_fwd", 1);
+            w->sc[k] = RL(E * K, "mlp_fwd", 1);
+            w->a[k] = RL(E * K, "mp_attn_weight_fwd", 1);
+        }
+    }
+    w->attn_tmp = RL(sh->attn ? 4 * N * K : 0, "mp_attn_weight_fwd", 0);
+    w->H = RL(E * sh->n_hid, "mlp_fwd", 1);
+    w->y = RL(E * sh->K_out, "mlp_fwd", 1);
+    w->eps = RL(E, "energy_fwd", 0);
+    w->tF1 = RL(E * XE, "scratch", 0);
+    w->tF2 = RL(sh->attn ? E * XE : 0, "scratch", 0);
+    w->tF3 = RL(sh->attn ? E * XE : 0, "scratch", 0);
+    w->tW1 = RL(E * XW, "scratch", 0);
+    w->tW2 = RL(E * XW, "scratch", 0);
     if (!sh->grad)
         return;
-    w->Xbar = RL(E * XE);
-    w->X0bar = sh->K_de ? RL(E * XE) : w->Xbar;
-    w->Aemb_bar = RL(N * d->C * d->S); w->Abar = RL(NA); w->Dbar = RL(E * d->ND);
-    w->dbar_e = RL(3 * E); w->rbar_e = RL(E); w->dbar_p = RL(3 * P);
-    w->gbar = RL(E * BS); w->wbar = RL(E * d->B); w->Deltabar = RL(N * BS);
-    w->ybar = RL(E * sh->K_out); w->frbar_out = RL(E * sh->K_out);
-    w->frbar_mp = RL(E * sh->K_mp); w->frbar_de = RL(E * sh->K_de);
-    w->posbar = RL(3 * N); w->virial = RL(9);
+    w->Xbar = RL(E * XE, "backward", 0);
+    w->X0bar = sep0 ? RL(E * XE, "backward", 0) : w->Xbar;
+    w->gamma_bar = RL(c->element_film ? E * F : 0, "backward", 0);
+    w->Aemb_bar = RL(N * d->C * d->S, "backward", 0);
+    w->Abar = RL(NA, "backward", 0);
+    w->Dbar = RL(E * d->ND, "backward", 0);
+    w->dbar_e = RL(3 * E, "backward", 0);
+    w->rbar_e = RL(E, "backward", 0);
+    w->dbar_p = RL(3 * P, "backward", 0);
+    w->gbar = RL(E * BS, "backward", 0);
+    w->wbar = RL(E * F, "backward", 0);
+    w->Deltabar = RL(N * BS, "backward", 0);
+    w->sbar = RL(E * K, "backward", 0);
+    w->fcbar = RL(E, "backward", 0);
+    w->ybar = RL(E * sh->K_out, "backward", 0);
+    w->frbar_out = RL(E * sh->K_out, "backward", 0);
+    w->frbar_mp = RL(E * sh->K_mp, "backward", 0);
+    w->frbar_de = RL(E * sh->K_de, "backward", 0);
+    w->frbar_film = RL(E * sh->K_film, "backward", 0);
+    w->posbar = RL(3 * N, "backward", 0);
+    w->virial = RL(9, "backward", 0);
 #undef I32
 #undef RL
 }
 
-static int emit(const ecn_engine *eng, const ecn_step_out *out, const char *name,
-                const void *data, size_t count)
+/* Group n entries by atom (stable: increasing entry order within an atom). */
+static void csr_build(int64_t N, int64_t n, const int32_t *atom, int32_t *ptr, int32_t *idx)
 {
-    if (!out->trace)
-        return 0;
+    for (int64_t a = 0; a <= N; a++)
+        ptr[a] = 0;
+    for (int64_t k = 0; k < n; k++)
+        ptr[atom[k] + 1]++;
+    for (int64_t a = 0; a < N; a++)
+        ptr[a + 1] += ptr[a];
+    for (int64_t k = 0; k < n; k++)
+        idx[ptr[atom[k]]++] = (int32_t)k;
+    for (int64_t a = N; a > 0; a--) /* ptr[a] advanced to the end of a: shift back */
+        ptr[a] = ptr[a - 1];
+    ptr[0] = 0;
+}
+
+/* ---- the pieces of a step --------------------------------------------------- */
+
+typedef struct {
+    const ecn_engine *eng;
+    const ecenet_backend *be;
+    const ecn_config *c;
+    const ecn_shape *sh;
+    const ecenet_dims *dm;
+    ecn_ws *w;
+    ecn_step_out *out;
+    size_t XE, XW, rsz;
+    int terr;
+    ecn_profile *prof; /* or NULL */
+    char sect[48];     /* current section, for profiling */
+    int bwd;           /* in the backward */
+} ecn_run;
+
+static double op_begin(ecn_run *r)
+{
+    if (!r->prof)
+        return 0.0;
+    r->be->sync();
+    return r->be->now();
+}
+
+static void op_end(ecn_run *r, const char *op, double t0)
+{
+    ecn_profile *p = r->prof;
+    if (!p)
+        return;
+    r->be->sync();
+    double t = r->be->now() - t0;
+    if (p->n_ev == p->cap_ev) {
+        size_t cap = p->cap_ev ? 2 * p->cap_ev : 512;
+        ecn_prof_event *ev = realloc(p->ev, cap * sizeof *ev);
+        if (!ev) {
+            p->oom = 1;
+            return;
+        }
+        p->ev = ev;
+        p->cap_ev = cap;
+    }
+    ecn_prof_event *e = &p->ev[p->n_ev++];
+    snprintf(e->section, sizeof e->section, "%s", r->sect);
+    e->op = op;
+    e->vjp = r->bwd;
+    e->seconds = t;
+}
+
+/* Every backend call of the step goes through OP: timed when profiling. */
+#define OP(r, name, call)                                                                          \
+    do {                                                                                           \
+        double t0_ = op_begin(r);                                                                  \
+        call;                                                                                      \
+        op_end(r, name, t0_);                                                                      \
+    } while (0)
+
+static void section(ecn_run *r, const char *fmt, int a, int b)
+{
+    snprintf(r->sect, sizeof r->sect, fmt, a, b);
+}
+
+static void emit(ecn_run *r, const char *name, const void *data, size_t count)
+{
+    if (!r->out->trace)
+        return;
     double *h = malloc((count ? count : 1) * sizeof *h);
-    if (!h)
-        return -1;
-    eng->be->download(h, data, count);
-    out->trace(out->trace_user, name, h, count);
+    if (!h) {
+        r->terr = 1;
+        return;
+    }
+    r->be->download(h, data, count);
+    r->out->trace(r->out->trace_user, name, h, count);
     free(h);
-    return 0;
+}
+
+static void zero(ecn_run *r, void *p, size_t count)
+{
+    OP(r, "zero", r->be->zero(p, count * r->rsz));
+}
+
+/* X += layer(X): public X + RealSpace(Linear(X)); bottleneck X + up(RealSpace(down(X))) */
+static void layer_fwd(ecn_run *r, int g, int k)
+{
+    const ecn_engine *eng = r->eng;
+    const ecenet_backend *be = r->be;
+    ecn_ws *w = r->w;
+    const int li = g * r->c->n_layers + k;
+    const int64_t E = r->dm->E;
+    char name[64];
+    section(r, "stage%d.layer%d", g, k);
+    if (be->layer_fwd && !eng->no_fused && !r->c->bottleneck_dim && r->c->use_nonlinearity) {
+        /* fused: linear -> RealSpace -> residual per tile */
+        OP(r, "layer_fwd",
+           be->layer_fwd(E, &eng->lin[li], &eng->rs[li], w->tsrc, w->ttgt, w->X, w->Z[li]));
+        snprintf(name, sizeof name, "stage%d.layer%d", g, k);
+        emit(r, name, w->X, E * r->XE);
+        return;
+    }
+    OP(r, "linear_fwd", be->linear_fwd(E, &eng->lin[li], w->tsrc, w->ttgt, w->X, w->Z[li]));
+    if (r->c->bottleneck_dim) {
+        snprintf(name, sizeof name, "stage%d.layer%d.linear_down", g, k);
+        emit(r, name, w->Z[li], E * r->XW);
+        OP(r, "realspace_fwd",
+           be->realspace_fwd(E, &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->tW1));
+        OP(r, "linear_fwd", be->linear_fwd(E, &eng->lin_up[li], w->tsrc, w->ttgt, w->tW1, w->tF1));
+        snprintf(name, sizeof name, "stage%d.layer%d.linear_up", g, k);
+        emit(r, name, w->tF1, E * r->XE);
+        OP(r, "add", be->add((int64_t)(E * r->XE), w->tF1, w->X));
+    } else {
+        snprintf(name, sizeof name, "stage%d.layer%d.linear", g, k);
+        emit(r, name, w->Z[li], E * r->XE);
+        if (r->c->use_nonlinearity) {
+            OP(r, "realspace_fwd",
+               be->realspace_fwd(E, &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->tF1));
+            OP(r, "add", be->add((int64_t)(E * r->XE), w->tF1, w->X));
+        } else {
+            OP(r, "add", be->add((int64_t)(E * r->XE), w->Z[li], w->X));
+        }
+    }
+    snprintf(name, sizeof name, "stage%d.layer%d", g, k);
+    emit(r, name, w->X, E * r->XE);
+}
+
+static void layer_bwd(ecn_run *r, int g, int k)
+{
+    const ecn_engine *eng = r->eng;
+    const ecenet_backend *be = r->be;
+    ecn_ws *w = r->w;
+    const int li = g * r->c->n_layers + k;
+    const int64_t E = r->dm->E;
+    if (r->c->bottleneck_dim) {
+        zero(r, w->tW1, E * r->XW);
+        OP(r, "linear_vjp", be->linear_vjp(E, &eng->lin_up[li], w->tsrc, w->ttgt, w->Xbar, w->tW1));
+        zero(r, w->tW2, E * r->XW);
+        OP(r, "realspace_vjp",
+           be->realspace_vjp(E, &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->tW1, w->tW2));
+        OP(r, "linear_vjp", be->linear_vjp(E, &eng->lin[li], w->tsrc, w->ttgt, w->tW2, w->Xbar));
+        return;
+    }
+    section(r, "stage%d.layer%d", g, k);
+    if (be->layer_vjp && !eng->no_fused && r->c->use_nonlinearity) {
+        OP(r, "layer_vjp",
+           be->layer_vjp(E, &eng->lin[li], &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->Xbar,
+                         w->tF1));
+        return;
+    }
+    zero(r, w->tF1, E * r->XE);
+    if (r->c->use_nonlinearity)
+        OP(r, "realspace_vjp",
+           be->realspace_vjp(E, &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->Xbar, w->tF1));
+    else
+        OP(r, "add", be->add((int64_t)(E * r->XE), w->Xbar, w->tF1));
+    OP(r, "linear_vjp", be->linear_vjp(E, &eng->lin[li], w->tsrc, w->ttgt, w->tF1, w->Xbar));
+}
+
+/* Public MP layer q (SPEC §13): X += unpack(Δ[edge_i]·D), Δ = scatter(pack(X)·Dᵀ ⊙ w). */
+static void mp_edge_fwd(ecn_run *r, int q)
+{
+    section(r, "mp%d", q, 0);
+    const ecenet_backend *be = r->be;
+    ecn_ws *w = r->w;
+    const ecenet_dims *dm = r->dm;
+    zero(r, w->Xmp[q], dm->E * r->XE);
+    OP(r, "add", be->add((int64_t)(dm->E * r->XE), w->X, w->Xmp[q]));
+    OP(r, "mp_pack_unrotate_fwd", be->mp_pack_unrotate_fwd(dm, w->Xmp[q], w->D, w->g[q]));
+    OP(r, "mp_weight_fwd",
+       be->mp_weight_fwd(dm, r->sh->K_mp, w->tsrc, w->ttgt, w->fr_mp, r->eng->W_msg[q], w->w[q]));
+    OP(r, "mp_scatter_fwd", be->mp_scatter_fwd(dm, w->edge_j, w->g[q], w->w[q], w->Delta[q]));
+    OP(r, "mp_rotate_unpack_fwd", be->mp_rotate_unpack_fwd(dm, w->edge_i, w->Delta[q], w->D, w->X));
+}
+
+static void mp_edge_bwd(ecn_run *r, int q)
+{
+    section(r, "mp%d", q, 0);
+    const ecenet_backend *be = r->be;
+    ecn_ws *w = r->w;
+    const ecenet_dims *dm = r->dm;
+    zero(r, w->Deltabar, (size_t)dm->N * dm->B * dm->S);
+    zero(r, w->gbar, (size_t)dm->E * dm->B * dm->S);
+    zero(r, w->wbar, (size_t)dm->E * dm->F);
+    OP(r, "mp_rotate_unpack_vjp",
+       be->mp_rotate_unpack_vjp(dm, w->edge_i, w->Delta[q], w->D, w->Xbar, w->Deltabar, w->Dbar));
+    OP(r, "mp_scatter_vjp",
+       be->mp_scatter_vjp(dm, w->edge_j, w->g[q], w->w[q], w->Deltabar, w->gbar, w->wbar));
+    OP(r, "mp_weight_vjp",
+       be->mp_weight_vjp(dm, r->sh->K_mp, w->tsrc, w->ttgt, r->eng->W_msg[q], w->wbar,
+                         w->frbar_mp));
+    OP(r, "mp_pack_unrotate_vjp",
+       be->mp_pack_unrotate_vjp(dm, w->Xmp[q], w->D, w->gbar, w->Xbar, w->Dbar));
+}
+
+/* Research attention MP layer q (SPEC §17.3). Xmp holds the message m = u + X. */
+static void mp_attn_fwd(ecn_run *r, int q)
+{
+    section(r, "mp%d", q, 0);
+    const ecenet_backend *be = r->be;
+    const ecn_attn_mp *p = &r->eng->amp[q];
+    const ecn_config *c = r->c;
+    ecn_ws *w = r->w;
+    const ecenet_dims *dm = r->dm;
+    const int64_t E = dm->E;
+    ecenet_dims dn = *dm; /* the trunk's score MLP reads the m = 0 cos slot at width mp_dim */
+    dn.F = c->mp_dim;
+    char name[64];
+    OP(r, "linear_fwd", be->linear_fwd(E, &p->down, w->tsrc, w->ttgt, w->X, w->T1[q]));
+    OP(r, "realspace_fwd", be->realspace_fwd(E, &p->nonlin, w->tsrc, w->ttgt, w->T1[q], w->tW1));
+    OP(r, "linear_fwd", be->linear_fwd(E, &p->up, w->tsrc, w->ttgt, w->tW1, w->Xmp[q]));
+    OP(r, "mlp_fwd", be->mlp_fwd(&dn, &p->score, w->tsrc, w->ttgt, w->tW1, NULL, w->sc[q]));
+    snprintf(name, sizeof name, "mp%d.trunk", q);
+    emit(r, name, w->Xmp[q], E * r->XE);
+    snprintf(name, sizeof name, "mp%d.scores", q);
+    emit(r, name, w->sc[q], (size_t)E * c->n_scores);
+    OP(r, "add", be->add((int64_t)(E * r->XE), w->X, w->Xmp[q]));
+    OP(r, "mp_pack_unrotate_fwd", be->mp_pack_unrotate_fwd(dm, w->Xmp[q], w->D, w->g[q]));
+    OP(r, "mp_attn_weight_fwd",
+       be->mp_attn_weight_fwd(dm, c->mp_n_heads, c->mp_l_attention, c->mp_type, c->mp_msg_envelope,
+                              w->edge_j, w->sc[q], w->fc, w->a[q], w->w[q], w->attn_tmp));
+    snprintf(name, sizeof name, "mp%d.weights", q);
+    emit(r, name, w->a[q], (size_t)E * c->n_scores);
+    OP(r, "mp_scatter_fwd", be->mp_scatter_fwd(dm, w->edge_j, w->g[q], w->w[q], w->Delta[q]));
+    snprintf(name, sizeof name, "mp%d.Delta", q);
+    emit(r, name, w->Delta[q], (size_t)dm->N * dm->B * dm->S);
+    zero(r, w->tF1, E * r->XE);
+    OP(r, "mp_rotate_unpack_fwd",
+       be->mp_rotate_unpack_fwd(dm, w->edge_i, w->Delta[q], w->D, w->tF1));
+    snprintf(name, sizeof name, "mp%d.receiver_in", q);
+    emit(r, name, w->tF1, E * r->XE);
+    /* receiver: r = d + up(nonlin(down(d))); output X + r */
+    OP(r, "linear_fwd", be->linear_fwd(E, &p->rdown, w->tsrc, w->ttgt, w->tF1, w->R1[q]));
+    OP(r, "realspace_fwd", be->realspace_fwd(E, &p->rnonlin, w->tsrc, w->ttgt, w->R1[q], w->tW1));
+    OP(r, "linear_fwd", be->linear_fwd(E, &p->rup, w->tsrc, w->ttgt, w->tW1, w->tF2));
+    OP(r, "add", be->add((int64_t)(E * r->XE), w->tF2, w->tF1));
+    snprintf(name, sizeof name, "mp%d.receiver", q);
+    emit(r, name, w->tF1, E * r->XE);
+    OP(r, "add", be->add((int64_t)(E * r->XE), w->tF1, w->X));
+}
+
+static void mp_attn_bwd(ecn_run *r, int q)
+{
+    section(r, "mp%d", q, 0);
+    const ecenet_backend *be = r->be;
+    const ecn_attn_mp *p = &r->eng->amp[q];
+    const ecn_config *c = r->c;
+    ecn_ws *w = r->w;
+    const ecenet_dims *dm = r->dm;
+    const int64_t E = dm->E;
+    ecenet_dims dn = *dm;
+    dn.F = c->mp_dim;
+    /* receiver: d̄ = X̄ + down_vjp(nonlin_vjp(up_vjp(X̄))) */
+    zero(r, w->tF1, E * r->XE);
+    OP(r, "add", be->add((int64_t)(E * r->XE), w->Xbar, w->tF1));
+    zero(r, w->tW1, E * r->XW);
+    OP(r, "linear_vjp", be->linear_vjp(E, &p->rup, w->tsrc, w->ttgt, w->Xbar, w->tW1));
+    zero(r, w->tW2, E * r->XW);
+    OP(r, "realspace_vjp",
+       be->realspace_vjp(E, &p->rnonlin, w->tsrc, w->ttgt, w->R1[q], w->tW1, w->tW2));
+    OP(r, "linear_vjp", be->linear_vjp(E, &p->rdown, w->tsrc, w->ttgt, w->tW2, w->tF1));
+    /* aggregation */
+    zero(r, w->Deltabar, (size_t)dm->N * dm->B * dm->S);
+    OP(r, "mp_rotate_unpack_vjp",
+       be->mp_rotate_unpack_vjp(dm, w->edge_i, w->Delta[q], w->D, w->tF1, w->Deltabar, w->Dbar));
+    zero(r, w->gbar, (size_t)E * dm->B * dm->S);
+    zero(r, w->wbar, (size_t)E * dm->F);
+    OP(r, "mp_scatter_vjp",
+       be->mp_scatter_vjp(dm, w->edge_j, w->g[q], w->w[q], w->Deltabar, w->gbar, w->wbar));
+    zero(r, w->sbar, (size_t)E * c->n_scores);
+    OP(r, "mp_attn_weight_vjp",
+       be->mp_attn_weight_vjp(dm, c->mp_n_heads, c->mp_l_attention, c->mp_type, c->mp_msg_envelope,
+                              w->edge_j, w->sc[q], w->fc, w->a[q], w->wbar, w->attn_tmp, w->sbar,
+                              w->fcbar));
+    /* message m = u + X */
+    zero(r, w->tF3, E * r->XE);
+    OP(r, "mp_pack_unrotate_vjp",
+       be->mp_pack_unrotate_vjp(dm, w->Xmp[q], w->D, w->gbar, w->tF3, w->Dbar));
+    OP(r, "add", be->add((int64_t)(E * r->XE), w->tF3, w->Xbar));
+    /* trunk: u = up(nonlin(down(X))), scores from the same nonlin output */
+    zero(r, w->tW1, E * r->XW);
+    OP(r, "linear_vjp", be->linear_vjp(E, &p->up, w->tsrc, w->ttgt, w->tF3, w->tW1));
+    OP(r, "mlp_vjp", be->mlp_vjp(&dn, &p->score, w->tsrc, w->ttgt, NULL, w->sbar, w->tW1));
+    zero(r, w->tW2, E * r->XW);
+    OP(r, "realspace_vjp",
+       be->realspace_vjp(E, &p->nonlin, w->tsrc, w->ttgt, w->T1[q], w->tW1, w->tW2));
+    OP(r, "linear_vjp", be->linear_vjp(E, &p->down, w->tsrc, w->ttgt, w->tW2, w->Xbar));
+}
+
+/* ---- the step ---------------------------------------------------------------- */
+
+static void zero_grads(ecn_run *r)
+{
+    const ecenet_dims *dm = r->dm;
+    const ecn_shape *sh = r->sh;
+    ecn_ws *w = r->w;
+    const size_t E = (size_t)dm->E, N = (size_t)dm->N;
+    zero(r, w->Xbar, E * r->XE);
+    if (w->X0bar != w->Xbar)
+        zero(r, w->X0bar, E * r->XE);
+    if (r->c->element_film)
+        zero(r, w->gamma_bar, E * dm->F);
+    zero(r, w->Aemb_bar, N * dm->C * dm->S);
+    zero(r, w->Abar, N * dm->T * dm->R * dm->S);
+    zero(r, w->Dbar, E * dm->ND);
+    zero(r, w->dbar_e, 3 * E);
+    zero(r, w->rbar_e, E);
+    zero(r, w->dbar_p, 3 * (size_t)dm->P);
+    zero(r, w->fcbar, E);
+    zero(r, w->ybar, E * sh->K_out);
+    zero(r, w->frbar_out, E * sh->K_out);
+    zero(r, w->frbar_mp, E * sh->K_mp);
+    zero(r, w->frbar_de, E * sh->K_de);
+    zero(r, w->frbar_film, E * sh->K_film);
+    zero(r, w->posbar, 3 * N);
+    zero(r, w->virial, 9);
 }
 
 ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out, char *err,
@@ -248,27 +539,41 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
     dm->N = (int64_t)in->n_atoms;
     dm->E = gr->edges.n;
     dm->P = gr->nb.n;
-    dm->T = c->n_types; dm->R = c->n_max; dm->L = c->l_max; dm->M = c->m_max;
-    dm->C = c->embed_dim; dm->B = c->B; dm->F = c->F; dm->S = c->S; dm->Q = c->Q;
+    dm->T = c->n_types;
+    dm->R = c->n_max;
+    dm->L = c->l_max;
+    dm->M = c->m_max;
+    dm->C = c->embed_dim;
+    dm->B = c->B;
+    dm->F = c->F;
+    dm->S = c->S;
+    dm->Q = c->Q;
     dm->G = c->n_grid;
-    dm->ND = 0;
     for (int l = 0; l <= c->l_max; l++)
         dm->ND += (2 * l + 1) * (2 * l + 1);
     sh.K_de = c->n_dist_embed;
-    sh.K_mp = c->n_mp > 1 ? c->n_dist_basis : 0;
+    sh.K_mp = (c->n_mp > 1 && c->mp_type == ECN_MP_EDGE) ? c->n_dist_basis : 0;
     sh.K_out = c->n_max_d > 0 ? c->n_max_d : 1;
+    sh.K_film = c->element_film ? c->film_n_rbf : 0;
     for (int k = 0; k + 1 < m->mlp.n_layers; k++)
         sh.n_hid += m->mlp.dims[k + 1];
+    for (int k = 0; c->element_film && k + 1 < m->film.mlp.n_layers; k++)
+        sh.n_hid_film += m->film.mlp.dims[k + 1];
     sh.n_lin = c->n_mp * c->n_layers;
     sh.n_mp_layers = c->n_mp - 1;
+    sh.attn = c->mp_type != ECN_MP_EDGE && sh.n_mp_layers > 0;
     sh.grad = out->grad || out->virial;
+    sh.Wn = c->bottleneck_dim > c->mp_dim ? c->bottleneck_dim : c->mp_dim;
+    if (sh.Wn < 1)
+        sh.Wn = 1;
     if (sh.n_lin > MAX_LAYERS)
         return ecn_fail(err, err_len, ECENET_ERR_UNSUPPORTED, "more than %d layers", MAX_LAYERS);
 
     /* size the arena, grow it if needed, carve */
-    carve cv = {NULL, 0};
+    const double t_start = out->prof ? (be->sync(), be->now()) : 0.0;
+    carve cv = {NULL, 0, NULL};
     ecn_ws w;
-    plan(&sh, be->real_size, &cv, &w);
+    plan(&sh, c, be->real_size, &cv, &w);
     if (cv.off > eng->ws_bytes) {
         if (eng->ws)
             be->release(eng->ws);
@@ -282,162 +587,222 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
     }
     cv.base = eng->ws;
     cv.off = 0;
-    plan(&sh, be->real_size, &cv, &w);
+    cv.prof = out->prof;
+    if (out->prof)
+        ecn_profile_reset(out->prof);
+    plan(&sh, c, be->real_size, &cv, &w);
 
     const int64_t E = dm->E, P = dm->P, N = dm->N;
-    const size_t XE = (size_t)dm->Q * 2 * dm->F, rsz = be->real_size;
+    ecn_run r = {eng,
+                 be,
+                 c,
+                 &sh,
+                 dm,
+                 &w,
+                 out,
+                 (size_t)dm->Q * 2 * dm->F,
+                 (size_t)dm->Q * 2 * sh.Wn,
+                 be->real_size,
+                 0,
+                 out->prof,
+                 "inputs",
+                 0};
+    if (out->prof)
+        out->prof->workspace_bytes = cv.off;
+    const size_t XE = r.XE;
     const ecn_pairlist *el = &gr->edges, *nl = &gr->nb;
 
-    /* inputs; per-edge type ids are derived once per step */
-    int32_t *tt = malloc((size_t)(2 * E + 1) * sizeof *tt);
+    /* inputs; per-edge type ids and the per-atom groupings, once per step */
+    double t_prep = op_begin(&r);
+    const size_t nh = (size_t)(2 * (E > P ? E : P) + N + 2);
+    int32_t *tt = malloc(nh * sizeof *tt);
     if (!tt)
         return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory");
     for (int64_t e = 0; e < E; e++) {
         tt[e] = in->types[el->src[e]];
         tt[E + e] = in->types[el->dst[e]];
     }
-    be->upload_idx(w.tsrc, tt, (size_t)E);
-    be->upload_idx(w.ttgt, tt + E, (size_t)E);
-    free(tt);
-    be->upload_idx(w.edge_i, el->src, (size_t)E);
-    be->upload_idx(w.edge_j, el->dst, (size_t)E);
-    be->upload_idx(w.nb_src, nl->src, (size_t)P);
-    be->upload_idx(w.nb_dst, nl->dst, (size_t)P);
-    be->upload_idx(w.types, in->types, (size_t)N);
-    be->upload(w.pos, in->pos, 3 * (size_t)N);
-    be->upload(w.eshift, el->shift, 3 * (size_t)E);
-    be->upload(w.nshift, nl->shift, 3 * (size_t)P);
-
-    int terr = 0;
-    char name[64];
-    /* ACE environment (§5, §6) */
-    be->pair_geom_fwd(P, w.nb_src, w.nb_dst, w.nshift, w.pos, w.dp, w.rp);
-    be->radial_fwd(P, w.rp, c->r_cut_neighbor, c->n_max, c->cutoff_type, w.fp, w.dfp);
-    be->sph_fwd(P, c->l_max, w.dp, w.Y, sh.grad ? w.dY : NULL);
-    terr |= emit(eng, out, "nb_radial", w.fp, (size_t)(P * dm->R));
-    terr |= emit(eng, out, "nb_Y", w.Y, (size_t)(P * dm->S));
-    be->ace_fwd(dm, w.nb_src, w.nb_dst, w.types, w.fp, w.Y, w.A);
-    terr |= emit(eng, out, "ace_A", w.A, (size_t)(N * dm->T * dm->R * dm->S));
-    be->embed_fwd(dm, w.types, eng->W, w.A, w.Aemb);
-    terr |= emit(eng, out, "A_emb", w.Aemb, (size_t)(N * dm->C * dm->S));
-
-    /* bond frame (§7, §8, §9) */
-    be->pair_geom_fwd(E, w.edge_i, w.edge_j, w.eshift, w.pos, w.de, w.re);
-    be->wigner_fwd(E, c->l_max, eng->cg, w.de, w.re, w.D);
-    terr |= emit(eng, out, "D", w.D, (size_t)(E * dm->ND));
-    be->edge_frame_fwd(dm, w.edge_i, w.edge_j, w.Aemb, w.D, w.X0);
-    if (sh.K_de) {
-        be->radial_fwd(E, w.re, c->r_cut_edge, sh.K_de, c->cutoff_type, w.fr_de, w.dfr_de);
-        be->dist_embed_fwd(dm, sh.K_de, w.fr_de, eng->V_dist, w.X0, w.X);
+    OP(&r, "upload_idx", be->upload_idx(w.tsrc, tt, (size_t)E));
+    OP(&r, "upload_idx", be->upload_idx(w.ttgt, tt + E, (size_t)E));
+    const ecn_pairlist *lists[4] = {el, el, nl, nl};
+    ecenet_csr *csr[4] = {&dm->e_src, &dm->e_dst, &dm->p_src, &dm->p_dst};
+    for (int k = 0; k < 4; k++) {
+        const ecn_pairlist *pl = lists[k];
+        csr_build(N, pl->n, (k % 2) ? pl->dst : pl->src, tt, tt + N + 1);
+        OP(&r, "upload_idx", be->upload_idx(w.csr[2 * k], tt, (size_t)N + 1));
+        OP(&r, "upload_idx", be->upload_idx(w.csr[2 * k + 1], tt + N + 1, (size_t)pl->n));
+        csr[k]->ptr = w.csr[2 * k];
+        csr[k]->idx = w.csr[2 * k + 1];
     }
-    terr |= emit(eng, out, "edge_frame", w.X, E * XE);
-    if (sh.K_mp)
-        be->radial_fwd(E, w.re, c->r_cut_edge, sh.K_mp, c->cutoff_type, w.fr_mp, w.dfr_mp);
+    free(tt);
+    op_end(&r, "prepare", t_prep);
+    OP(&r, "upload_idx", be->upload_idx(w.edge_i, el->src, (size_t)E));
+    OP(&r, "upload_idx", be->upload_idx(w.edge_j, el->dst, (size_t)E));
+    OP(&r, "upload_idx", be->upload_idx(w.nb_src, nl->src, (size_t)P));
+    OP(&r, "upload_idx", be->upload_idx(w.nb_dst, nl->dst, (size_t)P));
+    OP(&r, "upload_idx", be->upload_idx(w.types, in->types, (size_t)N));
+    OP(&r, "upload", be->upload(w.pos, in->pos, 3 * (size_t)N));
+    OP(&r, "upload", be->upload(w.eshift, el->shift, 3 * (size_t)E));
+    OP(&r, "upload", be->upload(w.nshift, nl->shift, 3 * (size_t)P));
 
-    /* stages of residual layers with message passing between them (§10-§13) */
+    /* ACE environment (§5, §6) */
+    section(&r, "radial/SH", 0, 0);
+    OP(&r, "pair_geom_fwd", be->pair_geom_fwd(P, w.nb_src, w.nb_dst, w.nshift, w.pos, w.dp, w.rp));
+    OP(&r, "radial_fwd",
+       be->radial_fwd(P, w.rp, c->r_cut_neighbor, c->n_max, c->cutoff_type, w.fp, w.dfp));
+    OP(&r, "sph_fwd", be->sph_fwd(P, c->l_max, w.dp, w.Y, sh.grad ? w.dY : NULL));
+    emit(&r, "nb_radial", w.fp, (size_t)(P * dm->R));
+    emit(&r, "nb_Y", w.Y, (size_t)(P * dm->S));
+    section(&r, "ACE basis", 0, 0);
+    OP(&r, "ace_fwd", be->ace_fwd(dm, w.nb_src, w.nb_dst, w.types, w.fp, w.Y, w.A));
+    emit(&r, "ace_A", w.A, (size_t)(N * dm->T * dm->R * dm->S));
+    section(&r, "embedding", 0, 0);
+    OP(&r, "embed_fwd", be->embed_fwd(dm, w.types, eng->W, w.A, w.Aemb));
+    emit(&r, "A_emb", w.Aemb, (size_t)(N * dm->C * dm->S));
+
+    /* bond frame (§7, §8), distance embedding (§9) or element FiLM (§17.4) */
+    section(&r, "edge geometry", 0, 0);
+    OP(&r, "pair_geom_fwd", be->pair_geom_fwd(E, w.edge_i, w.edge_j, w.eshift, w.pos, w.de, w.re));
+    OP(&r, "radial_fwd", be->radial_fwd(E, w.re, c->r_cut_edge, 0, c->cutoff_type, w.fc, w.dfc));
+    section(&r, "Wigner-D", 0, 0);
+    OP(&r, "wigner_fwd", be->wigner_fwd(E, c->l_max, eng->cg, w.de, w.re, w.D));
+    emit(&r, "D", w.D, (size_t)(E * dm->ND));
+    section(&r, "edge frame", 0, 0);
+    OP(&r, "edge_frame_fwd", be->edge_frame_fwd(dm, w.edge_i, w.edge_j, w.Aemb, w.D, w.X0));
+    if (sh.K_de) {
+        OP(&r, "radial_fwd",
+           be->radial_fwd(E, w.re, c->r_cut_edge, sh.K_de, c->cutoff_type, w.fr_de, w.dfr_de));
+        OP(&r, "dist_embed_fwd", be->dist_embed_fwd(dm, sh.K_de, w.fr_de, eng->V_dist, w.X0, w.X));
+    }
+    emit(&r, "edge_frame", sh.K_de ? w.X : w.X0, E * XE); /* before FiLM */
+    if (c->element_film) {
+        section(&r, "FiLM", 0, 0);
+        if (sh.K_film)
+            OP(&r, "radial_fwd",
+               be->radial_fwd(E, w.re, c->r_cut_edge, sh.K_film, c->cutoff_type, w.fr_film,
+                              w.dfr_film));
+        OP(&r, "film_fwd",
+           be->film_fwd(dm, &eng->film_mlp, eng->film_a, eng->film_b, c->film_embed_dim, sh.K_film,
+                        w.tsrc, w.ttgt, w.fr_film, w.H_film, w.gamma));
+        emit(&r, "film.gamma", w.gamma, (size_t)E * dm->F);
+        OP(&r, "chan_scale_fwd", be->chan_scale_fwd(E, dm->Q, dm->F, w.gamma, w.X0, w.X));
+        emit(&r, "film", w.X, E * XE);
+    }
+    section(&r, "edge geometry", 0, 0);
+    if (sh.K_mp)
+        OP(&r, "radial_fwd",
+           be->radial_fwd(E, w.re, c->r_cut_edge, sh.K_mp, c->cutoff_type, w.fr_mp, w.dfr_mp));
+
+    /* stages of residual layers with message passing between them (§10-§13, §17.3) */
     for (int g = 0; g < c->n_mp; g++) {
-        for (int k = 0; k < c->n_layers; k++) {
-            const int li = g * c->n_layers + k;
-            be->linear_fwd(E, &eng->lin[li], w.tsrc, w.ttgt, w.X, w.Z[li]);
-            snprintf(name, sizeof name, "stage%d.layer%d.linear", g, k);
-            terr |= emit(eng, out, name, w.Z[li], E * XE);
-            if (c->use_nonlinearity) {
-                be->realspace_fwd(E, &eng->rs[li], w.tsrc, w.ttgt, w.Z[li], w.Zbar);
-                be->add((int64_t)(E * XE), w.Zbar, w.X);
-            } else {
-                be->add((int64_t)(E * XE), w.Z[li], w.X);
-            }
-            snprintf(name, sizeof name, "stage%d.layer%d", g, k);
-            terr |= emit(eng, out, name, w.X, E * XE);
-        }
+        for (int k = 0; k < c->n_layers; k++)
+            layer_fwd(&r, g, k);
         if (g + 1 == c->n_mp)
             break;
-        be->zero(w.Xmp[g], E * XE * rsz);
-        be->add((int64_t)(E * XE), w.X, w.Xmp[g]);
-        be->mp_pack_unrotate_fwd(dm, w.Xmp[g], w.D, w.g[g]);
-        be->mp_weight_fwd(dm, sh.K_mp, w.tsrc, w.ttgt, w.fr_mp, eng->W_msg[g], w.w[g]);
-        be->mp_scatter_fwd(dm, w.edge_j, w.g[g], w.w[g], w.Delta[g]);
-        be->mp_rotate_unpack_fwd(dm, w.edge_i, w.Delta[g], w.D, w.X);
+        if (sh.attn)
+            mp_attn_fwd(&r, g);
+        else
+            mp_edge_fwd(&r, g);
+        char name[32];
         snprintf(name, sizeof name, "mp%d", g);
-        terr |= emit(eng, out, name, w.X, E * XE);
+        emit(&r, name, w.X, E * XE);
     }
 
     /* readout and energy (§14) */
-    be->radial_fwd(E, w.re, c->r_cut_edge, c->n_max_d, c->cutoff_type, w.fr_out, w.dfr_out);
-    be->mlp_fwd(dm, &eng->mlp, w.tsrc, w.ttgt, w.X, w.H, w.y);
-    be->energy_fwd(E, sh.K_out, w.y, w.fr_out, w.eps);
-    terr |= emit(eng, out, "per_edge_energy", w.eps, (size_t)E);
-    double energy = be->sum(E, w.eps);
+    section(&r, "readout", 0, 0);
+    OP(&r, "radial_fwd",
+       be->radial_fwd(E, w.re, c->r_cut_edge, c->n_max_d, c->cutoff_type, w.fr_out, w.dfr_out));
+    OP(&r, "mlp_fwd", be->mlp_fwd(dm, &eng->mlp, w.tsrc, w.ttgt, w.X, w.H, w.y));
+    OP(&r, "energy_fwd", be->energy_fwd(E, sh.K_out, w.y, w.fr_out, w.eps));
+    emit(&r, "per_edge_energy", w.eps, (size_t)E);
+    double energy = 0.0;
+    OP(&r, "sum", energy = be->sum(E, w.eps));
     for (int64_t i = 0; i < N; i++)
         energy += m->atomic_energy[in->types[i]];
-    if (terr)
+    if (r.terr)
         return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory tracing the step");
+    if (out->prof) {
+        be->sync();
+        out->prof->fwd_seconds = be->now() - t_start;
+    }
 
     if (sh.grad) {
-        /* backward: every VJP accumulates, so zero the gradient buffers once */
-        be->zero(w.Xbar, E * XE * rsz);
-        if (sh.K_de)
-            be->zero(w.X0bar, E * XE * rsz);
-        be->zero(w.Aemb_bar, (size_t)N * dm->C * dm->S * rsz);
-        be->zero(w.Abar, (size_t)N * dm->T * dm->R * dm->S * rsz);
-        be->zero(w.Dbar, (size_t)E * dm->ND * rsz);
-        be->zero(w.dbar_e, 3 * (size_t)E * rsz);
-        be->zero(w.rbar_e, (size_t)E * rsz);
-        be->zero(w.dbar_p, 3 * (size_t)P * rsz);
-        be->zero(w.ybar, (size_t)E * sh.K_out * rsz);
-        be->zero(w.frbar_out, (size_t)E * sh.K_out * rsz);
-        be->zero(w.frbar_mp, (size_t)E * sh.K_mp * rsz);
-        be->zero(w.frbar_de, (size_t)E * sh.K_de * rsz);
-        be->zero(w.posbar, 3 * (size_t)N * rsz);
-        be->zero(w.virial, 9 * rsz);
-
-        be->energy_vjp(E, sh.K_out, w.y, w.fr_out, w.ybar, w.frbar_out);
-        be->mlp_vjp(dm, &eng->mlp, w.tsrc, w.ttgt, w.H, w.ybar, w.Xbar);
-        be->radial_vjp(E, c->n_max_d, w.dfr_out, w.frbar_out, w.rbar_e);
+        /* backward: every VJP accumulates, so the gradient buffers are zeroed once */
+        r.bwd = 1;
+        section(&r, "readout", 0, 0);
+        zero_grads(&r);
+        OP(&r, "energy_vjp", be->energy_vjp(E, sh.K_out, w.y, w.fr_out, w.ybar, w.frbar_out));
+        OP(&r, "mlp_vjp", be->mlp_vjp(dm, &eng->mlp, w.tsrc, w.ttgt, w.H, w.ybar, w.Xbar));
+        OP(&r, "radial_vjp", be->radial_vjp(E, c->n_max_d, w.dfr_out, w.frbar_out, w.rbar_e));
         for (int g = c->n_mp - 1; g >= 0; g--) {
-            for (int k = c->n_layers - 1; k >= 0; k--) {
-                const int li = g * c->n_layers + k;
-                be->zero(w.Zbar, E * XE * rsz);
-                if (c->use_nonlinearity)
-                    be->realspace_vjp(E, &eng->rs[li], w.tsrc, w.ttgt, w.Z[li], w.Xbar, w.Zbar);
-                else
-                    be->add((int64_t)(E * XE), w.Xbar, w.Zbar);
-                be->linear_vjp(E, &eng->lin[li], w.tsrc, w.ttgt, w.Zbar, w.Xbar);
-            }
+            for (int k = c->n_layers - 1; k >= 0; k--)
+                layer_bwd(&r, g, k);
             if (g == 0)
                 break;
-            const int q = g - 1; /* the MP layer between stage g-1 and stage g */
-            be->zero(w.Deltabar, (size_t)N * dm->B * dm->S * rsz);
-            be->zero(w.gbar, (size_t)E * dm->B * dm->S * rsz);
-            be->zero(w.wbar, (size_t)E * dm->B * rsz);
-            be->mp_rotate_unpack_vjp(dm, w.edge_i, w.Delta[q], w.D, w.Xbar, w.Deltabar, w.Dbar);
-            be->mp_scatter_vjp(dm, w.edge_j, w.g[q], w.w[q], w.Deltabar, w.gbar, w.wbar);
-            be->mp_weight_vjp(dm, sh.K_mp, w.tsrc, w.ttgt, eng->W_msg[q], w.wbar, w.frbar_mp);
-            be->mp_pack_unrotate_vjp(dm, w.Xmp[q], w.D, w.gbar, w.Xbar, w.Dbar);
+            if (sh.attn)
+                mp_attn_bwd(&r, g - 1); /* the MP layer between stage g-1 and stage g */
+            else
+                mp_edge_bwd(&r, g - 1);
         }
+        section(&r, "edge geometry", 0, 0);
         if (sh.K_mp)
-            be->radial_vjp(E, sh.K_mp, w.dfr_mp, w.frbar_mp, w.rbar_e);
-        if (sh.K_de) {
-            be->dist_embed_vjp(dm, sh.K_de, w.fr_de, eng->V_dist, w.X0, w.Xbar, w.X0bar,
-                               w.frbar_de);
-            be->radial_vjp(E, sh.K_de, w.dfr_de, w.frbar_de, w.rbar_e);
+            OP(&r, "radial_vjp", be->radial_vjp(E, sh.K_mp, w.dfr_mp, w.frbar_mp, w.rbar_e));
+        if (sh.attn)
+            OP(&r, "radial_vjp", be->radial_vjp(E, 0, w.dfc, w.fcbar, w.rbar_e));
+        if (c->element_film) {
+            section(&r, "FiLM", 0, 0);
+            OP(&r, "chan_scale_vjp",
+               be->chan_scale_vjp(E, dm->Q, dm->F, w.gamma, w.X0, w.Xbar, w.X0bar, w.gamma_bar));
+            OP(&r, "film_vjp",
+               be->film_vjp(dm, &eng->film_mlp, c->film_embed_dim, sh.K_film, w.tsrc, w.ttgt,
+                            w.H_film, w.gamma_bar, w.frbar_film));
+            if (sh.K_film)
+                OP(&r, "radial_vjp",
+                   be->radial_vjp(E, sh.K_film, w.dfr_film, w.frbar_film, w.rbar_e));
         }
-        be->edge_frame_vjp(dm, w.edge_i, w.edge_j, w.Aemb, w.D, w.X0bar, w.Aemb_bar, w.Dbar);
-        be->wigner_vjp(E, c->l_max, eng->cg, w.de, w.re, w.D, w.Dbar, w.dbar_e);
-        be->dist_vjp(E, w.de, w.re, w.rbar_e, w.dbar_e);
-        be->embed_vjp(dm, w.types, eng->W, w.Aemb_bar, w.Abar);
-        be->ace_vjp(dm, w.nb_src, w.nb_dst, w.types, w.fp, w.dfp, w.Y, w.dY, w.dp, w.rp,
-                    w.Abar, w.dbar_p);
-        be->pair_geom_vjp(E, w.edge_i, w.edge_j, w.de, w.dbar_e, w.posbar, w.virial);
-        be->pair_geom_vjp(P, w.nb_src, w.nb_dst, w.dp, w.dbar_p, w.posbar, w.virial);
+        section(&r, "edge frame", 0, 0);
+        if (sh.K_de) {
+            OP(&r, "dist_embed_vjp",
+               be->dist_embed_vjp(dm, sh.K_de, w.fr_de, eng->V_dist, w.X0, w.Xbar, w.X0bar,
+                                  w.frbar_de));
+            OP(&r, "radial_vjp", be->radial_vjp(E, sh.K_de, w.dfr_de, w.frbar_de, w.rbar_e));
+        }
+        OP(&r, "edge_frame_vjp",
+           be->edge_frame_vjp(dm, w.edge_i, w.edge_j, w.Aemb, w.D, w.X0bar, w.Aemb_bar, w.Dbar));
+        section(&r, "Wigner-D", 0, 0);
+        OP(&r, "wigner_vjp",
+           be->wigner_vjp(E, c->l_max, eng->cg, w.de, w.re, w.D, w.Dbar, w.dbar_e));
+        section(&r, "edge geometry", 0, 0);
+        OP(&r, "dist_vjp", be->dist_vjp(E, w.de, w.re, w.rbar_e, w.dbar_e));
+        section(&r, "embedding", 0, 0);
+        OP(&r, "embed_vjp", be->embed_vjp(dm, w.types, eng->W, w.Aemb_bar, w.Abar));
+        section(&r, "ACE basis", 0, 0);
+        OP(&r, "ace_vjp",
+           be->ace_vjp(dm, w.nb_src, w.nb_dst, w.types, w.fp, w.dfp, w.Y, w.dY, w.dp, w.rp, w.Abar,
+                       w.dbar_p));
+        section(&r, "edge geometry", 0, 0);
+        OP(&r, "pair_geom_vjp",
+           be->pair_geom_vjp(E, w.edge_i, w.edge_j, &dm->e_src, &dm->e_dst, w.de, w.dbar_e,
+                             w.posbar, w.virial));
+        section(&r, "radial/SH", 0, 0);
+        OP(&r, "pair_geom_vjp",
+           be->pair_geom_vjp(P, w.nb_src, w.nb_dst, &dm->p_src, &dm->p_dst, w.dp, w.dbar_p,
+                             w.posbar, w.virial));
+        section(&r, "outputs", 0, 0);
         if (out->grad)
-            be->download(out->grad, w.posbar, 3 * (size_t)N);
+            OP(&r, "download", be->download(out->grad, w.posbar, 3 * (size_t)N));
         if (out->virial)
-            be->download(out->virial, w.virial, 9);
+            OP(&r, "download", be->download(out->virial, w.virial, 9));
     }
+    section(&r, "outputs", 0, 0);
     if (out->per_edge)
-        be->download(out->per_edge, w.eps, (size_t)E);
+        OP(&r, "download", be->download(out->per_edge, w.eps, (size_t)E));
     be->sync();
+    if (out->prof) {
+        out->prof->total_seconds = be->now() - t_start;
+        if (out->prof->oom)
+            return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory recording the profile");
+    }
     out->energy = energy;
     return ECENET_OK;
 }

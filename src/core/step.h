@@ -18,8 +18,10 @@ void ecn_engine_free(ecn_engine *eng);
 const ecenet_backend *ecn_engine_backend(const ecn_engine *eng);
 
 /* Called after each op with a host fp64 copy of its output (tests, debugging).
- * Names: nb_radial, nb_Y, ace_A, A_emb, D, edge_frame, stage{g}.layer{k}.linear,
- * stage{g}.layer{k}, mp{g}, per_edge_energy. */
+ * Names: nb_radial, nb_Y, ace_A, A_emb, D, edge_frame, film.gamma, film,
+ * stage{g}.layer{k}.linear (not with a fused layer), .linear_down, .linear_up,
+ * stage{g}.layer{k}, mp{g}.trunk, .scores, .weights, .Delta, .receiver_in,
+ * .receiver, mp{g}, per_edge_energy. */
 typedef void (*ecn_trace_fn)(void *user, const char *name, const double *data, size_t count);
 
 typedef struct {
@@ -29,6 +31,42 @@ typedef struct {
     const ecn_graph *graph;   /* explicit edge and neighbour lists */
 } ecn_step_in;
 
+/* Profiling (ecenet profile): with `prof` set, every vtable call of the step
+ * is bracketed by the backend's sync + timer hook and recorded, and every
+ * workspace buffer is attributed to the op that produces it. */
+typedef struct {
+    char section[48];         /* "edge frame", "stage0.layer1", "mp0", "readout", ... */
+    const char *op;           /* vtable entry, e.g. "linear_fwd", "realspace_vjp" */
+    int vjp;                  /* 0 forward, 1 backward */
+    double seconds;
+} ecn_prof_event;
+
+typedef struct {
+    const char *op;           /* producing op (or "inputs", "backward scratch") */
+    size_t bytes;
+    int saved;                /* kept from the forward for the backward */
+} ecn_prof_buffer;
+
+typedef struct {
+    ecn_prof_event *ev;
+    size_t n_ev, cap_ev;
+    ecn_prof_buffer *buf;
+    size_t n_buf, cap_buf;
+    size_t workspace_bytes;   /* the arena size of this step (Σ buf bytes + alignment) */
+    double fwd_seconds, total_seconds;
+    int oom;
+} ecn_profile;
+
+void ecn_profile_reset(ecn_profile *p);   /* clear events and buffers, keep capacity */
+void ecn_profile_free(ecn_profile *p);
+
+/* Bytes of backend memory held for parameters / for the step workspace. */
+size_t ecn_engine_param_bytes(const ecn_engine *eng);
+size_t ecn_engine_workspace_bytes(const ecn_engine *eng);
+
+/* Use the backend's fused entries when it has them (default on). */
+void ecn_engine_set_fused(ecn_engine *eng, int on);
+
 typedef struct {
     double energy;            /* model units: Σ per-edge energies + Σ atomic_energy */
     double *per_edge;         /* (E) host, or NULL */
@@ -36,6 +74,7 @@ typedef struct {
     double *virial;           /* (9) dE/dε host, or NULL */
     ecn_trace_fn trace;       /* or NULL */
     void *trace_user;
+    ecn_profile *prof;        /* or NULL */
 } ecn_step_out;
 
 ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out, char *err,

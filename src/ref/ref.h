@@ -39,8 +39,9 @@ double ref_act_grad(int act, double x);
 /* geometry (ref_geometry.c) */
 void ref_pair_geom_fwd(int64_t n, ecenet_idx src, ecenet_idx dst, const void *shift,
                        const void *pos, void *d, void *r);
-void ref_pair_geom_vjp(int64_t n, ecenet_idx src, ecenet_idx dst, const void *d,
-                       const void *dbar, void *pos_bar, void *virial);
+void ref_pair_geom_vjp(int64_t n, ecenet_idx src, ecenet_idx dst, const ecenet_csr *by_src,
+                       const ecenet_csr *by_dst, const void *d, const void *dbar, void *pos_bar,
+                       void *virial);
 void ref_dist_vjp(int64_t n, const void *d, const void *r, const void *rbar, void *dbar);
 void ref_radial_fwd(int64_t n, const void *r, double cutoff, int K, int cutoff_type,
                     void *f, void *df);
@@ -98,6 +99,12 @@ void ref_mp_rotate_unpack_fwd(const ecenet_dims *dm, ecenet_idx edge_i, const vo
 void ref_mp_rotate_unpack_vjp(const ecenet_dims *dm, ecenet_idx edge_i, const void *Delta,
                               const void *D, const void *Xbar, void *Delta_bar, void *Dbar);
 /* ref_readout.c */
+#define REF_MLP_WIDTH 4096 /* widest MLP layer the reference supports (checked at ctx creation) */
+int ref_mlp_hidden_size(const ecenet_mlp_params *p);
+void ref_mlp_row_fwd(const ecenet_mlp_params *p, int64_t e, ecenet_idx tsrc, ecenet_idx ttgt,
+                     const double *x, double *Hrow, double *out);
+void ref_mlp_row_vjp(const ecenet_mlp_params *p, int64_t e, ecenet_idx tsrc, ecenet_idx ttgt,
+                     const double *Hrow, const double *outbar, double *xbar);
 void ref_mlp_fwd(const ecenet_dims *dm, const ecenet_mlp_params *p, ecenet_idx tsrc,
                  ecenet_idx ttgt, const void *X, void *H, void *y);
 void ref_mlp_vjp(const ecenet_dims *dm, const ecenet_mlp_params *p, ecenet_idx tsrc,
@@ -105,5 +112,22 @@ void ref_mlp_vjp(const ecenet_dims *dm, const ecenet_mlp_params *p, ecenet_idx t
 void ref_energy_fwd(int64_t E, int K, const void *y, const void *fr, void *eps);
 void ref_energy_vjp(int64_t E, int K, const void *y, const void *fr, void *ybar, void *frbar);
 double ref_sum(int64_t n, const void *x);
+/* ref_mp.c (research) */
+void ref_mp_attn_weight_fwd(const ecenet_dims *dm, int n_heads, int l_attention, int mode,
+                            int msg_env, ecenet_idx edge_j, const void *scores, const void *fc,
+                            void *a, void *w, void *tmp);
+void ref_mp_attn_weight_vjp(const ecenet_dims *dm, int n_heads, int l_attention, int mode,
+                            int msg_env, ecenet_idx edge_j, const void *scores, const void *fc,
+                            const void *a, const void *wbar, void *tmp, void *sbar, void *fcbar);
+/* ref_film.c */
+void ref_film_fwd(const ecenet_dims *dm, const ecenet_mlp_params *p, const void *ea,
+                  const void *eb, int P, int n_rbf, ecenet_idx tsrc, ecenet_idx ttgt,
+                  const void *fr, void *H, void *gamma);
+void ref_film_vjp(const ecenet_dims *dm, const ecenet_mlp_params *p, int P, int n_rbf,
+                  ecenet_idx tsrc, ecenet_idx ttgt, const void *H, const void *gamma_bar,
+                  void *frbar);
+void ref_chan_scale_fwd(int64_t E, int Q, int Fw, const void *s, const void *X, void *Y);
+void ref_chan_scale_vjp(int64_t E, int Q, int Fw, const void *s, const void *X, const void *Ybar,
+                        void *Xbar, void *sbar);
 
 #endif

@@ -16,10 +16,14 @@ void ref_pair_geom_fwd(int64_t n, ecenet_idx src, ecenet_idx dst, const void *sh
 }
 
 /* Every position dependence is through pair vectors d' = d + d·ε, so
- * dE/dε[b][a] = Σ d[b]·dbar[a] (SPEC §2.5). */
-void ref_pair_geom_vjp(int64_t n, ecenet_idx src, ecenet_idx dst, const void *d_,
-                       const void *dbar_, void *pos_bar_, void *virial_)
+ * dE/dε[b][a] = Σ d[b]·dbar[a] (SPEC §2.5). The reference loops in entry
+ * order and needs no grouping. */
+void ref_pair_geom_vjp(int64_t n, ecenet_idx src, ecenet_idx dst, const ecenet_csr *by_src,
+                       const ecenet_csr *by_dst, const void *d_, const void *dbar_,
+                       void *pos_bar_, void *virial_)
 {
+    (void)by_src;
+    (void)by_dst;
     const double *d = d_, *dbar = dbar_;
     double *pos_bar = pos_bar_, *virial = virial_;
     for (int64_t k = 0; k < n; k++) {

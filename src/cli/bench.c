@@ -1,0 +1,285 @@
+/* `ecenet bench`: forward and joint energy+forces step timings of several
+ * backends/precisions side by side, in one process, on a synthetic rattled
+ * diamond box with a random-weight model of a named configuration (or a
+ * model file). Medians over --n-time runs after --n-warmup. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "backend.h"
+#include "commands.h"
+#include "graph.h"
+#include "model.h"
+#include "step.h"
+#include "synth.h"
+
+const char ecn_bench_usage[] =
+    "usage: ecenet bench [--config bench|small | --model FILE] [--diamond N]\n"
+    "                    [--backend LIST] [--n-warmup K] [--n-time K] [--seed S]\n"
+    "\n"
+    "Times the forward (energy) and the joint energy+forces step of each\n"
+    "backend in LIST (comma separated NAME[:f64|f32], default: every compiled\n"
+    "backend in every precision it has) on a rattled N×N×N cubic diamond box\n"
+    "(a = 3.567 A, sigma = 0.05 A, seeded), side by side in one process. Prints\n"
+    "medians, ns per edge, parameter and workspace memory, and ratios against\n"
+    "the first backend. Threads: OMP_NUM_THREADS. No model file or data needed.\n"
+    "\n"
+    "  --config NAME    bench: l_max 3, m_max 3, n_max 4, embed_dim 32, n_layers 5,\n"
+    "                   n_mp 2, r_cut 5.0/4.0, silu (default); small: a quick one\n"
+    "  --model FILE     a model file instead (its elements must include C)\n"
+    "  --diamond N      box of N^3 cubic cells (default 3: 216 atoms)\n"
+    "  --n-warmup K     untimed runs per backend (default 1)\n"
+    "  --n-time K       timed runs per backend (default 3)\n"
+    "  --seed S         seed of the weights and the rattle (default 1)\n";
+
+#define MAX_RUNS 64
+
+typedef struct {
+    char name[32];
+    int prec;
+    double fwd, joint, energy, fmax_diff;
+    size_t params, ws;
+    int ok;
+    char err[512];
+} bench_row;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* One backend: median forward and joint times; forces kept for comparison. */
+static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, size_t n,
+                    const double *pos, const int32_t *types, int n_warmup, int n_time,
+                    double *forces)
+{
+    const ecenet_backend *be = ecn_backend_get(row->name, row->prec);
+    if (!be) {
+        snprintf(row->err, sizeof row->err, "backend '%.31s' (%s) is not compiled in", row->name,
+                 row->prec == ECENET_F64 ? "f64" : "f32");
+        return;
+    }
+    ecn_engine *eng = NULL;
+    if (ecn_engine_create(m, be, &eng, row->err, sizeof row->err) != ECENET_OK)
+        return;
+    double tf[MAX_RUNS], tj[MAX_RUNS];
+    ecn_step_in in = {n, pos, types, g};
+    for (int joint = 0; joint < 2; joint++)
+        for (int it = 0; it < n_warmup + n_time; it++) {
+            ecn_step_out out;
+            memset(&out, 0, sizeof out);
+            out.grad = joint ? forces : NULL;
+            double t0 = ecn_synth_now();
+            if (ecn_step(eng, &in, &out, row->err, sizeof row->err) != ECENET_OK) {
+                ecn_engine_free(eng);
+                return;
+            }
+            double t = ecn_synth_now() - t0;
+            if (it >= n_warmup)
+                (joint ? tj : tf)[it - n_warmup] = t;
+            row->energy = out.energy;
+        }
+    row->fwd = median(tf, n_time);
+    row->joint = median(tj, n_time);
+    row->params = ecn_engine_param_bytes(eng);
+    row->ws = ecn_engine_workspace_bytes(eng);
+    row->ok = 1;
+    ecn_engine_free(eng);
+}
+
+int ecn_cmd_bench(int argc, char **argv)
+{
+    const char *config = "bench", *model_path = NULL, *list = NULL;
+    int ndia = 3, n_warmup = 1, n_time = 3, seed = 1;
+    for (int k = 1; k < argc; k++) {
+        const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(ecn_bench_usage, stdout);
+            return 0;
+        } else if (!strcmp(a, "--config") && v) {
+            config = v;
+        } else if (!strcmp(a, "--model") && v) {
+            model_path = v;
+        } else if (!strcmp(a, "--backend") && v) {
+            list = v;
+        } else if (!strcmp(a, "--diamond") && v) {
+            bad = parse_int(v, 1, 100, &ndia);
+        } else if (!strcmp(a, "--n-warmup") && v) {
+            bad = parse_int(v, 0, 1000, &n_warmup);
+        } else if (!strcmp(a, "--n-time") && v) {
+            bad = parse_int(v, 1, MAX_RUNS, &n_time);
+        } else if (!strcmp(a, "--seed") && v) {
+            bad = parse_int(v, 0, 1 << 30, &seed);
+        } else {
+            fprintf(stderr, "ecenet bench: unknown or incomplete option '%s'\n%s", a,
+                    ecn_bench_usage);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "ecenet bench: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+        k++;
+    }
+
+    char err[1024];
+    ecenet_model *m = NULL;
+    ecn_config cfg;
+    if (model_path) {
+        if (ecenet_model_load(model_path, &m, err, sizeof err) != ECENET_OK) {
+            fprintf(stderr, "ecenet bench: %s\n", err);
+            return 1;
+        }
+        config = model_path;
+    } else {
+        if (ecn_synth_config(config, &cfg) != 0) {
+            fprintf(stderr, "ecenet bench: unknown config '%s' (bench, small)\n", config);
+            return 2;
+        }
+        if (ecn_synth_model(&cfg, (uint64_t)seed, &m, err, sizeof err) != ECENET_OK) {
+            fprintf(stderr, "ecenet bench: %s\n", err);
+            return 1;
+        }
+    }
+    const int carbon = ecenet_model_type_of(m, 6);
+    if (carbon < 0) {
+        fprintf(stderr, "ecenet bench: model %s has no carbon type\n", config);
+        ecenet_model_free(m);
+        return 1;
+    }
+
+    size_t n = 0;
+    double *pos = NULL, cell[9];
+    int *numbers = NULL;
+    if (ecn_synth_diamond(ndia, 0.05, (uint64_t)seed, &n, &pos, &numbers, cell) != 0) {
+        fprintf(stderr, "ecenet bench: cannot build the diamond box\n");
+        ecenet_model_free(m);
+        return 1;
+    }
+    int32_t *types = malloc(n * sizeof *types);
+    double *forces = malloc(3 * n * sizeof *forces), *f0 = malloc(3 * n * sizeof *f0);
+    ecn_graph g;
+    memset(&g, 0, sizeof g);
+    const int pbc[3] = {1, 1, 1};
+    int rc = 1;
+    if (!types || !forces || !f0)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        types[i] = carbon;
+    double t0 = ecn_synth_now();
+    if (ecn_graph_build(n, pos, cell, pbc, m->cfg.r_cut_edge, m->cfg.r_cut_neighbor, &g, err,
+                        sizeof err) != ECENET_OK) {
+        fprintf(stderr, "ecenet bench: %s\n", err);
+        goto done;
+    }
+    double t_graph = ecn_synth_now() - t0;
+
+    /* backends */
+    bench_row rows[16];
+    int nrows = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list ? list : "");
+    if (!list) { /* every compiled backend and precision */
+        const char *names = ecn_backend_names();
+        snprintf(buf, sizeof buf, "%s", names);
+    }
+    for (char *tok = strtok(buf, ","); tok && nrows < 16; tok = strtok(NULL, ",")) {
+        char *colon = strchr(tok, ':');
+        int precs[2] = {ECENET_F64, ECENET_F32}, np = 2;
+        if (colon) {
+            *colon = '\0';
+            if (!strcmp(colon + 1, "f64"))
+                np = 1;
+            else if (!strcmp(colon + 1, "f32"))
+                precs[0] = ECENET_F32, np = 1;
+            else {
+                fprintf(stderr, "ecenet bench: bad precision '%s' (f64, f32)\n", colon + 1);
+                rc = 2;
+                goto done;
+            }
+        } else if (list) {
+            np = 1; /* a named backend without precision: f64 */
+        }
+        for (int q = 0; q < np && nrows < 16; q++) {
+            if (!list && !ecn_backend_get(tok, precs[q]))
+                continue;
+            memset(&rows[nrows], 0, sizeof rows[nrows]);
+            snprintf(rows[nrows].name, sizeof rows[nrows].name, "%s", tok);
+            rows[nrows].prec = precs[q];
+            nrows++;
+        }
+    }
+
+    const ecn_config *c = &m->cfg;
+    printf("ecenet bench: model %s (l_max %d, m_max %d, embed_dim %d, F %d, n_layers %d, "
+           "n_mp %d)\n",
+           config, c->l_max, c->m_max, c->embed_dim, c->F, c->n_layers, c->n_mp);
+    printf("  structure: diamond %d^3 (%zu atoms, %lld edges, %lld neighbour pairs); "
+           "neighbour list %.3f s\n",
+           ndia, n, (long long)g.edges.n, (long long)g.nb.n, t_graph);
+    const char *omp = getenv("OMP_NUM_THREADS");
+    printf("  medians of %d runs after %d warm-up; OMP_NUM_THREADS=%s\n\n", n_time, n_warmup,
+           omp ? omp : "(unset)");
+    printf("%-8s %-4s %12s %12s %10s %10s %10s %8s %8s %11s %11s\n", "backend", "prec",
+           "forward[s]", "joint[s]", "ns/edge", "params[MB]", "work[MB]", "x fwd", "x joint",
+           "dE/E 1st", "dF/Fmax 1st");
+    for (int k = 0; k < nrows; k++) {
+        bench_row *r = &rows[k];
+        run_one(r, m, &g, n, pos, types, n_warmup, n_time, k == 0 ? f0 : forces);
+        const char *pn = r->prec == ECENET_F64 ? "f64" : "f32";
+        if (!r->ok) {
+            printf("%-8s %-4s  failed: %s\n", r->name, pn, r->err);
+            continue;
+        }
+        /* agreement with the first row: a sanity check of every timed result */
+        double e_rel = NAN, f_rel = NAN;
+        if (rows[0].ok) {
+            double fm = 0.0, fd = 0.0;
+            for (size_t q = 0; q < 3 * n; q++) {
+                fm = fmax(fm, fabs(f0[q]));
+                fd = fmax(fd, fabs((k ? forces[q] : f0[q]) - f0[q]));
+            }
+            e_rel = fabs(r->energy - rows[0].energy) / fmax(fabs(rows[0].energy), 1e-300);
+            f_rel = fd / fmax(fm, 1e-300);
+        }
+        printf("%-8s %-4s %12.4f %12.4f %10.1f %10.1f %10.1f %8.2f %8.2f %11.2e %11.2e\n",
+               r->name, pn, r->fwd, r->joint, 1e9 * r->joint / (double)(g.edges.n ? g.edges.n : 1),
+               r->params / 1e6, r->ws / 1e6, rows[0].ok ? rows[0].fwd / r->fwd : NAN,
+               rows[0].ok ? rows[0].joint / r->joint : NAN, e_rel, f_rel);
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        printf("\npeak resident memory of the process: %.1f MiB\n", ru.ru_maxrss / 1024.0);
+    printf("x = speed-up relative to the first row (higher is faster)\n");
+    rc = 0;
+done:
+    ecn_graph_free(&g);
+    free(types);
+    free(forces);
+    free(f0);
+    free(pos);
+    free(numbers);
+    ecenet_model_free(m);
+    return rc;
+}

@@ -1,0 +1,149 @@
+/* Upload a model's parameters to a backend (converted to its precision). */
+#include "engine.h"
+#include "cg.h"
+#include "error.h"
+#include <stdlib.h>
+#include <string.h>
+
+const ecenet_backend *ecn_engine_backend(const ecn_engine *eng) { return eng->be; }
+
+void ecn_engine_set_fused(ecn_engine *eng, int on) { eng->no_fused = !on; }
+size_t ecn_engine_param_bytes(const ecn_engine *eng) { return eng->param_bytes; }
+size_t ecn_engine_workspace_bytes(const ecn_engine *eng) { return eng->ws_bytes; }
+
+static const void *up(ecn_engine *eng, const void *src_, size_t n)
+{
+    const double *src = src_;
+    if (!src)
+        return NULL;
+    void *p = eng->n_owned < ECN_MAX_OWNED ? eng->be->alloc(n * eng->be->real_size) : NULL;
+    if (!p) {
+        eng->failed = 1;
+        return NULL;
+    }
+    eng->be->upload(p, src, n);
+    eng->owned[eng->n_owned++] = p;
+    eng->param_bytes += n * eng->be->real_size;
+    return p;
+}
+
+static ecenet_linear_params up_linear(ecn_engine *eng, const ecenet_linear_params *l)
+{
+    ecenet_linear_params d = *l;
+    const size_t n = (size_t)l->Q * l->fout * l->fin;
+    d.w = up(eng, l->w, n);
+    d.bias = up(eng, l->bias, (size_t)l->fout);
+    d.w_src = up(eng, l->w_src, (size_t)l->T * n);
+    d.w_tgt = up(eng, l->w_tgt, (size_t)l->T * n);
+    return d;
+}
+
+static ecenet_realspace_params up_rs(ecn_engine *eng, const ecenet_realspace_params *r)
+{
+    ecenet_realspace_params s = *r;
+    const size_t qg = (size_t)r->Q * r->G, tf = (size_t)r->T * r->F;
+    s.cos_synth = up(eng, r->cos_synth, qg);
+    s.sin_synth = up(eng, r->sin_synth, qg);
+    s.cos_analysis = up(eng, r->cos_analysis, qg);
+    s.sin_analysis = up(eng, r->sin_analysis, qg);
+    s.scale = up(eng, r->scale, (size_t)r->F);
+    s.shift = up(eng, r->shift, (size_t)r->F);
+    s.scale_src = up(eng, r->scale_src, tf);
+    s.scale_tgt = up(eng, r->scale_tgt, tf);
+    s.shift_src = up(eng, r->shift_src, tf);
+    s.shift_tgt = up(eng, r->shift_tgt, tf);
+    return s;
+}
+
+static ecenet_mlp_params up_mlp(ecn_engine *eng, const ecenet_mlp_params *m)
+{
+    ecenet_mlp_params d = *m;
+    for (int k = 0; k < m->n_layers; k++) {
+        const size_t n = (size_t)m->dims[k + 1] * m->dims[k];
+        d.w[k] = up(eng, m->w[k], n);
+        d.b[k] = up(eng, m->b[k], (size_t)m->dims[k + 1]);
+        d.w_src[k] = up(eng, m->w_src[k], (size_t)m->T * n);
+        d.w_tgt[k] = up(eng, m->w_tgt[k], (size_t)m->T * n);
+    }
+    return d;
+}
+
+void ecn_engine_free(ecn_engine *eng)
+{
+    if (!eng)
+        return;
+    for (int k = 0; k < eng->n_owned; k++)
+        eng->be->release(eng->owned[k]);
+    if (eng->ws)
+        eng->be->release(eng->ws);
+    free(eng->lin);
+    free(eng->lin_up);
+    free(eng->rs);
+    free((void *)eng->W_msg);
+    free(eng->amp);
+    free(eng);
+}
+
+ecenet_status ecn_engine_create(const ecenet_model *m, const ecenet_backend *be, ecn_engine **out,
+                                char *err, size_t err_len)
+{
+    const ecn_config *c = &m->cfg;
+    const int T = c->n_types, nl = c->n_mp * c->n_layers, nmp = c->n_mp - 1;
+    *out = NULL;
+    ecn_engine *eng = calloc(1, sizeof *eng);
+    if (!eng)
+        return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory creating the engine");
+    eng->be = be;
+    eng->model = m;
+    eng->lin = calloc((size_t)nl, sizeof *eng->lin);
+    eng->lin_up = calloc((size_t)nl, sizeof *eng->lin_up);
+    eng->rs = calloc((size_t)nl, sizeof *eng->rs);
+    eng->W_msg = calloc((size_t)(nmp > 0 ? nmp : 1), sizeof *eng->W_msg);
+    eng->amp = calloc((size_t)(nmp > 0 ? nmp : 1), sizeof *eng->amp);
+    double *cg = calloc(ecn_cg_size(c->l_max) + 1, sizeof *cg);
+    if (!eng->lin || !eng->lin_up || !eng->rs || !eng->W_msg || !eng->amp || !cg) {
+        free(cg);
+        ecn_engine_free(eng);
+        return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory creating the engine");
+    }
+    ecn_cg_build(c->l_max, cg);
+    eng->cg = up(eng, cg, ecn_cg_size(c->l_max) + 1);
+    free(cg);
+    eng->W = up(eng, m->W, (size_t)T * T * c->n_max * c->embed_dim);
+    eng->V_dist = up(eng, m->V_dist, (size_t)c->n_dist_embed * c->F);
+    for (int k = 0; k < nl; k++) {
+        eng->lin[k] = up_linear(eng, &m->lin[k]);
+        if (m->lin_up)
+            eng->lin_up[k] = up_linear(eng, &m->lin_up[k]);
+        if (c->use_nonlinearity)
+            eng->rs[k] = up_rs(eng, &m->rs[k]);
+    }
+    for (int g = 0; g < nmp; g++) {
+        if (c->mp_type == ECN_MP_EDGE) {
+            eng->W_msg[g] = up(eng, m->W_msg[g], (size_t)T * T * c->n_dist_basis * c->B);
+            continue;
+        }
+        const ecn_attn_mp *a = &m->amp[g];
+        ecn_attn_mp *d = &eng->amp[g];
+        d->down = up_linear(eng, &a->down);
+        d->nonlin = up_rs(eng, &a->nonlin);
+        d->up = up_linear(eng, &a->up);
+        d->score = up_mlp(eng, &a->score);
+        d->rdown = up_linear(eng, &a->rdown);
+        d->rnonlin = up_rs(eng, &a->rnonlin);
+        d->rup = up_linear(eng, &a->rup);
+    }
+    if (c->element_film) {
+        eng->film_a = up(eng, m->film.a, (size_t)T * c->film_embed_dim);
+        eng->film_b = up(eng, m->film.b, (size_t)T * c->film_embed_dim);
+        eng->film_mlp = up_mlp(eng, &m->film.mlp);
+    }
+    eng->mlp = up_mlp(eng, &m->mlp);
+    if (eng->failed) {
+        ecn_engine_free(eng);
+        return ecn_fail(err, err_len, ECENET_ERR_NOMEM,
+                        "backend '%s': out of memory uploading the model parameters", be->name);
+    }
+    *out = eng;
+    return ECENET_OK;
+}

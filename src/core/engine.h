@@ -1,0 +1,31 @@
+/* Engine: a model's parameters uploaded to one backend (in its precision),
+ * plus the step workspace. Private to src/core (step.c, engine.c). */
+#ifndef ECN_ENGINE_H
+#define ECN_ENGINE_H
+
+#include "model.h"
+#include "step.h"
+
+#define ECN_MAX_OWNED 8192
+
+struct ecn_engine {
+    const ecenet_backend *be;
+    const ecenet_model *model;
+    const void *cg, *W, *V_dist;
+    ecenet_linear_params *lin, *lin_up;  /* lin_up: bottleneck layers only */
+    ecenet_realspace_params *rs;
+    const void **W_msg;                  /* public MP */
+    ecn_attn_mp *amp;                    /* research MP */
+    const void *film_a, *film_b;
+    ecenet_mlp_params film_mlp;
+    ecenet_mlp_params mlp;               /* readout */
+    void *owned[ECN_MAX_OWNED];          /* parameter buffers in backend memory */
+    int n_owned;
+    size_t param_bytes;
+    int failed;                          /* an upload failed */
+    int no_fused;                        /* ignore the backend's fused entries */
+    void *ws;                            /* step workspace arena, grown on demand */
+    size_t ws_bytes;
+};
+
+#endif
