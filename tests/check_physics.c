@@ -536,7 +536,7 @@ static void compare_to(ecenet_ctx *ctx, const structure *s2, const int *perm, do
         for (int a = 0; a < 3; a++)
             Fp[3 * i + a] = F0[3 * (size_t)(perm ? perm[i] : (int)i) + a];
     w->e = dmax(w->e, fabs(E - E0) / fabs(E0));
-    w->f = dmax(w->f, tu_max_abs_diff(F, Fp, 3 * s2->n) / tu_max_abs(F0, 3 * s2->n));
+    w->f = dmax(w->f, tu_max_abs_diff(F, Fp, 3 * s2->n) / tu_max_abs(Fp, 3 * s2->n));
     if (s2->periodic)
         w->g = dmax(w->g, tu_max_abs_diff(G, G0, 9) / tu_max_abs(G0, 9));
     free(F);
