@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "commands.h"
 #include "extxyz.h"
 
 #include <ecenet.h>
@@ -63,9 +64,10 @@ static const command commands[] = {
      "cutoffs, the resolved configuration (JSON) and the compiled backends.\n"},
     {"help", cmd_help, "show help for a subcommand",
      "usage: ecenet help [COMMAND]\n"},
-    /* Later issues add here:
-     *   {"bench",   cmd_bench,   "time compute steps",          ...},
-     *   {"profile", cmd_profile, "per-op timings and memory",   ...}, */
+    {"bench", ecn_cmd_bench,
+     "time the forward and energy+forces steps of backends side by side", ecn_bench_usage},
+    {"profile", ecn_cmd_profile, "per-section and per-op timings and memory of a step",
+     ecn_profile_usage},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
