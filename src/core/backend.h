@@ -11,5 +11,15 @@ const ecenet_backend *ecn_backend_get(const char *name, int precision);
 const char *ecn_backend_names(void);
 
 extern const ecenet_backend ecn_ref_backend;   /* src/ref/ref_backend.c */
+#ifdef ECENET_HAVE_OMP
+extern const ecenet_backend ecn_omp_backend_f32;   /* src/omp/omp_backend.c, -DOMP_F32 */
+extern const ecenet_backend ecn_omp_backend_f64;   /* src/omp/omp_backend.c, -DOMP_F64 */
+#endif
+#ifdef ECENET_HAVE_CUDA
+extern const ecenet_backend ecn_cuda_backend_f32;  /* src/cuda/cuda_backend.cu */
+extern const ecenet_backend ecn_cuda_backend_f64;
+/* 1 when a CUDA device can be used (src/cuda/cuda_backend.h) */
+int ecn_cuda_available(char *why, size_t why_len);
+#endif
 
 #endif

@@ -72,7 +72,7 @@ static void be_sync(void) {}
 
 /* ---- tile size ------------------------------------------------------------- */
 
-static int tile_edges = 32;
+static int tile_env = 0;
 static pthread_once_t tile_once = PTHREAD_ONCE_INIT;
 
 static void tile_init(void)
@@ -83,14 +83,21 @@ static void tile_init(void)
     if (s && *s) {
         long v = strtol(s, NULL, 10);
         if (v >= 1 && v <= 4096)
-            tile_edges = (int)v;
+            tile_env = (int)v;
     }
 }
 
-int OMP_FN(omp_tile_edges)(void)
+int OMP_FN(omp_tile_edges)(int F)
 {
     pthread_once(&tile_once, tile_init);
-    return tile_edges;
+    if (tile_env)
+        return tile_env;
+    /* about 8192 features per (m, part) slice of a tile: 32 edges at F = 256
+     * (tuned on the bench config), more at small F where BLIS's per-call
+     * overhead dominates */
+    int t = 8192 / (F > 0 ? F : 1);
+    t = t < 32 ? 32 : (t > 256 ? 256 : t);
+    return t & ~7;
 }
 
 /* ---- per-thread scratch ----------------------------------------------------- */

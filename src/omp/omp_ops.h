@@ -13,30 +13,41 @@
 #include "omp_real.h"
 
 /* ---- shared per-edge bond-frame maps (omp_edge_frame.c; used by omp_mp.c) ----
- * Same maps as ref_frame_in/out (ref.h): rows b < C from `lo`, b >= C from
- * `hi` (each (C,S)); Xe one edge's (Q,2,F) block; only valid slots touched. */
-void OMP_FN(omp_frame_in)(const ecenet_dims *dm, const real *lo, const real *hi, const real *D,
-                          real *Xe, int accumulate);
-/* Dbar_e += ∂/∂D of <Xbar_e, frame_in(lo, hi, D)> */
-void OMP_FN(omp_frame_in_vjp_D)(const ecenet_dims *dm, const real *lo, const real *hi,
-                                const real *D, const real *Xbar_e, real *Dbar_e);
-/* rows_bar (b in [b0, b1)) += ∂/∂rows; rows_bar[b - b0] is row b's (S) gradient */
-void OMP_FN(omp_frame_in_vjp_rows)(const ecenet_dims *dm, int b0, int b1, const real *D,
-                                   const real *Xbar_e, real *rows_bar);
-void OMP_FN(omp_frame_out)(const ecenet_dims *dm, const real *Xe, const real *D, real *g);
-void OMP_FN(omp_frame_out_vjp)(const ecenet_dims *dm, const real *Xe, const real *D,
-                               const real *gbar, real *Xbar_e, real *Dbar);
+ * The maps of ref_frame_in/out (ref.h), vectorised over the base channel b.
+ * Atom rows are read transposed: T[s][c] (row stride ldt); lo_t supplies
+ * b < C, hi_t b >= C. Xe is one edge's (Q,2,F) block; only valid slots are
+ * touched. buf: per-thread scratch of 2B reals. */
+void OMP_FN(omp_transpose_rows)(int64_t n, int W, int S, const real *A, real *T);
+/* Xe (=, or += if accumulate) select(rows · D) */
+void OMP_FN(omp_frame_in_t)(const ecenet_dims *dm, const real *lo_t, const real *hi_t,
+                            int64_t ldt, const real *D, real *Xe, int accumulate, real *buf);
+/* Dbar_e += ∂/∂D of <Xbar_e, frame_in(rows, D)> */
+void OMP_FN(omp_frame_in_vjp_D_t)(const ecenet_dims *dm, const real *lo_t, const real *hi_t,
+                                  int64_t ldt, const real *Xbar_e, real *Dbar_e, real *buf);
+/* Tbar[s][b - b0] += ∂/∂rows[b][s] for b in [b0, b1) (row stride ldt) */
+void OMP_FN(omp_frame_in_vjp_rows_t)(const ecenet_dims *dm, int b0, int b1, const real *D,
+                                     const real *Xbar_e, real *Tbar, int64_t ldt, real *buf);
+/* gt (S x B) = (pack(Xe) · Dᵀ)ᵀ (overwritten) */
+void OMP_FN(omp_frame_out_t)(const ecenet_dims *dm, const real *Xe, const real *D, real *gt,
+                             real *buf);
+/* Xbar_e += unpack(ḡ · D), Dbar += ḡᵀ·pack(Xe); gbt (S x B) is ḡ transposed */
+void OMP_FN(omp_frame_out_vjp_t)(const ecenet_dims *dm, const real *Xe, const real *D,
+                                 const real *gbt, real *Xbar_e, real *Dbar, real *buf);
 
 /* ---- shared MLP on a tile of rows (omp_readout.c; used by omp_film.c) ----
  * x (nt rows at stride ldx) -> out (nt rows at stride ldo); pre-activations of
- * the hidden layers to H rows (stride nh) when H is not NULL. */
+ * the hidden layers to H rows (stride nh) when H is not NULL. scr: scratch of
+ * omp_mlp_tile_scratch(p, nt) bytes (64-byte aligned). Rows e0.. of the tile
+ * select the type corrections. */
+size_t OMP_FN(omp_mlp_tile_scratch)(const ecenet_mlp_params *p, int nt);
 void OMP_FN(omp_mlp_tile_fwd)(const ecenet_mlp_params *p, int64_t e0, int nt, ecenet_idx tsrc,
                               ecenet_idx ttgt, const real *x, int64_t ldx, real *H, int64_t nh,
-                              real *out, int64_t ldo);
-/* xb (nt x dims[0], overwritten) = ∂/∂x of Σ outbar·out, from the saved H */
+                              real *out, int64_t ldo, char *scr);
+/* xb (nt x dims[0], overwritten) = ∂/∂x of Σ outbar·out, from the saved H
+ * (needed when n_layers > 1) */
 void OMP_FN(omp_mlp_tile_vjp)(const ecenet_mlp_params *p, int64_t e0, int nt, ecenet_idx tsrc,
                               ecenet_idx ttgt, const real *H, int64_t nh, const real *outbar,
-                              int64_t ldob, real *xb);
+                              int64_t ldob, real *xb, char *scr);
 int OMP_FN(omp_mlp_hidden_size)(const ecenet_mlp_params *p);
 
 /* ---- the ops ---- */

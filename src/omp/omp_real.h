@@ -3,9 +3,10 @@
  * -DOMP_F64 (real = double, symbols *_f64). Code is written against `real`,
  * RL(c) for literals and OMP_FN(name) for every external symbol.
  *
- * Shared helpers (all static inline): the activations with a vectorisable
- * exp, the single-threaded BLIS GEMM wrapper, per-thread scratch, and the
- * compact Wigner block offsets. */
+ * Also here: the helpers every op family shares — edge tiles, per-thread
+ * scratch, the single-threaded BLIS GEMM and the edge-type grouping
+ * (omp_backend.c), the activations with a vectorisable exp (inline), and the
+ * compiler switches for the hot kernels (target clones, forced inlining). */
 #ifndef ECN_OMP_REAL_H
 #define ECN_OMP_REAL_H
 
@@ -28,13 +29,11 @@
 
 #ifdef OMP_F32
 typedef float real;
-typedef uint32_t real_bits;
 #define OMP_SFX _f32
 #define RL(c) ((float)(c))
 #define OMP_PREC ECENET_F32
 #else
 typedef double real;
-typedef uint64_t real_bits;
 #define OMP_SFX _f64
 #define RL(c) (c)
 #define OMP_PREC ECENET_F64
@@ -47,11 +46,35 @@ typedef uint64_t real_bits;
 #define OMP_PRAGMA_(x) _Pragma(#x)
 #define OMP_SIMD OMP_PRAGMA_(omp simd)
 
+/* Hot kernels are compiled for several x86-64 levels and picked at load time
+ * (GCC target_clones, an ifunc): AVX-512 or AVX2+FMA where the CPU has them,
+ * the baseline elsewhere. -DOMP_NO_CLONES builds the baseline only. Results
+ * may differ in the last bits between levels (FMA contraction), never between
+ * threads of one run. */
+#if !defined(OMP_NO_CLONES) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
+    defined(__x86_64__) && defined(__linux__)
+#define OMP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define OMP_CLONES
+#endif
+/* The kernels' selects (SiLU, clamps) are if-converted into vector code only
+ * when floating-point comparisons may be assumed not to trap. */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__NO_TRAPPING_MATH__)
+#pragma message("src/omp: compile with -fno-trapping-math -ffp-contract=fast (Makefile.am) " \
+                "or the RealSpace kernels do not vectorise")
+#endif
+/* inlined into the clones above so that they are compiled for the clone's level */
+#if defined(__GNUC__)
+#define OMP_INLINE static inline __attribute__((always_inline))
+#else
+#define OMP_INLINE static inline
+#endif
+
 /* Edge tiles: the unit of work of the linear layer and the fused layer
- * (GEMM of a tile, then RealSpace on the tile while it is in cache). Fixed
- * tile boundaries (multiples of the tile size from edge 0) make every result
- * independent of the number of threads. */
-int OMP_FN(omp_tile_edges)(void);
+ * (GEMM of a tile, then RealSpace on the tile while it is in cache), for
+ * feature width F. Fixed tile boundaries (multiples of the tile size from
+ * edge 0) make every result independent of the number of threads. */
+int OMP_FN(omp_tile_edges)(int F);
 /* Rows per tile of the readout / FiLM MLPs. */
 #define OMP_MLP_TILE 128
 
@@ -96,14 +119,18 @@ void OMP_FN(omp_corr_gemm)(int nt, const int32_t *perm, const int32_t *off, int 
 static inline int omp_dblock_offset(int l) { return l * (2 * l - 1) * (2 * l + 1) / 3; }
 
 /* Vectorisable exp (Cody–Waite reduction, Taylor polynomial, 2^n from the
- * exponent bits): ≈ 2 ulp; the argument is clamped to the finite range.
- * Written without branches or calls so that `omp simd` loops vectorise it
- * (the clamps need -fno-trapping-math to be if-converted). */
-static inline real omp_exp(real x)
+ * exponent bits), ≈ 2 ulp for x in [-87, 88] (fp32) / [-708, 709] (fp64).
+ * No range handling (callers select saturated values outside), no branches,
+ * no calls, so `omp simd` loops vectorise it.
+ *
+ * Why no clamps: a clamp `x < lo ? lo : x` lets the compiler specialise the
+ * rest of the computation for the constant, and the if-converted vector code
+ * then evaluates that branch for every element too; there x/(1 + e^{88})
+ * is subnormal for |x| < 1, and subnormal results cost a microcode assist
+ * each (measured: RealSpace 4x slower on ordinary inputs). */
+OMP_INLINE real omp_exp_core(real x)
 {
 #ifdef OMP_F32
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
     const float sh = 0x1.8p23f;
     float t = x * 1.44269504088896341f + sh;
     float n = t - sh;
@@ -122,8 +149,6 @@ static inline real omp_exp(real x)
     cv.u = (cv.u + 127u) << 23;
     return p * cv.f;
 #else
-    x = x < -708.0 ? -708.0 : x;
-    x = x > 709.0 ? 709.0 : x;
     const double sh = 0x1.8p52;
     double t = x * 1.4426950408889634 + sh;
     double n = t - sh;
@@ -150,11 +175,44 @@ static inline real omp_exp(real x)
 #endif
 }
 
+/* |x| beyond which SiLU saturates to max(x, 0) and SiLU' to [x > 0]
+ * (e^{-|x|} < 2e-35 resp. 1e-304; omp_exp_core is valid up to there) */
+#ifdef OMP_F32
+#define OMP_SILU_BIG 80.0f
+#else
+#define OMP_SILU_BIG 700.0
+#endif
+
+/* SiLU x·σ(x) with σ from e = e^{-|x|} ∈ (0, 1] (no overflow, no subnormals) */
+OMP_INLINE real omp_silu(real x)
+{
+    const real a = x < RL(0.0) ? -x : x;
+    const real e = omp_exp_core(-a);
+    const real inv = RL(1.0) / (RL(1.0) + e);
+    const real s = x >= RL(0.0) ? inv : e * inv;
+    const real y = x * s;
+    const real sat = x > RL(0.0) ? x : RL(0.0);
+    return a > OMP_SILU_BIG ? sat : y;
+}
+
+/* SiLU' = σ(x)(1 + x(1 - σ(x))), with 1 - σ formed without cancellation */
+OMP_INLINE real omp_silu_grad(real x)
+{
+    const real a = x < RL(0.0) ? -x : x;
+    const real e = omp_exp_core(-a);
+    const real inv = RL(1.0) / (RL(1.0) + e);
+    const real s = x >= RL(0.0) ? inv : e * inv;
+    const real c = x >= RL(0.0) ? e * inv : inv;
+    const real g = s * (RL(1.0) + x * c);
+    const real sat = x > RL(0.0) ? RL(1.0) : RL(0.0);
+    return a > OMP_SILU_BIG ? sat : g;
+}
+
 /* scalar activation and its derivative (reference formulas) */
 static inline real omp_act1(int act, real x)
 {
     switch (act) {
-    case ECENET_ACT_SILU: return x / (RL(1.0) + omp_exp(-x));
+    case ECENET_ACT_SILU: return omp_silu(x);
     case ECENET_ACT_RELU: return x > RL(0.0) ? x : RL(0.0);
     case ECENET_ACT_TANH: return (real)tanh((double)x);
     case ECENET_ACT_GELU: return (real)(0.5 * (double)x * (1.0 + erf((double)x / sqrt(2.0))));
@@ -165,10 +223,7 @@ static inline real omp_act1(int act, real x)
 static inline real omp_act_grad1(int act, real x)
 {
     switch (act) {
-    case ECENET_ACT_SILU: {
-        real s = RL(1.0) / (RL(1.0) + omp_exp(-x));
-        return s * (RL(1.0) + x * (RL(1.0) - s));
-    }
+    case ECENET_ACT_SILU: return omp_silu_grad(x);
     case ECENET_ACT_RELU: return x > RL(0.0) ? RL(1.0) : RL(0.0);
     case ECENET_ACT_TANH: {
         double t = tanh((double)x);
@@ -184,13 +239,13 @@ static inline real omp_act_grad1(int act, real x)
 }
 
 /* act(x) on n contiguous values, in place (SiLU and ReLU vectorised). */
-static inline void omp_act_inplace(int act, int n, real *x)
+OMP_INLINE void omp_act_inplace(int act, int n, real *x)
 {
     switch (act) {
     case ECENET_ACT_SILU:
         OMP_SIMD
         for (int i = 0; i < n; i++)
-            x[i] = x[i] / (RL(1.0) + omp_exp(-x[i]));
+            x[i] = omp_silu(x[i]);
         break;
     case ECENET_ACT_RELU:
         OMP_SIMD
@@ -206,20 +261,18 @@ static inline void omp_act_inplace(int act, int n, real *x)
 }
 
 /* g[i] *= act'(x[i]) */
-static inline void omp_act_grad_mul(int act, int n, const real *x, real *g)
+OMP_INLINE void omp_act_grad_mul(int act, int n, const real *x, real *g)
 {
     switch (act) {
     case ECENET_ACT_SILU:
         OMP_SIMD
-        for (int i = 0; i < n; i++) {
-            real s = RL(1.0) / (RL(1.0) + omp_exp(-x[i]));
-            g[i] *= s * (RL(1.0) + x[i] * (RL(1.0) - s));
-        }
+        for (int i = 0; i < n; i++)
+            g[i] *= omp_silu_grad(x[i]);
         break;
-    case ECENET_ACT_RELU:
+    case ECENET_ACT_RELU: /* 0 at x = 0, as PyTorch */
         OMP_SIMD
         for (int i = 0; i < n; i++)
-            g[i] = x[i] > RL(0.0) ? g[i] : RL(0.0);
+            g[i] *= x[i] > RL(0.0) ? RL(1.0) : RL(0.0);
         break;
     case ECENET_ACT_IDENTITY:
         break;
