@@ -13,11 +13,17 @@
 
 /* ---- host memory ---------------------------------------------------------- */
 
+/* 64-byte aligned, with a zeroed 64-byte tail: BLIS's small-matrix kernels
+ * may read a few bytes past the last element of C (seen with valgrind, for
+ * n not a multiple of the vector width), which must stay inside the block. */
+#define ALLOC_SLACK 64
+
 static void *be_alloc(size_t bytes)
 {
     void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+    if (bytes > SIZE_MAX - 2 * ALLOC_SLACK || posix_memalign(&p, 64, bytes + ALLOC_SLACK) != 0)
         return NULL;
+    memset((char *)p + bytes, 0, ALLOC_SLACK);
     return p;
 }
 

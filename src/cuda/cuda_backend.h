@@ -1,0 +1,48 @@
+/* CUDA backend: the two vtable instances and the few controls the backend
+ * exposes to C (tests, bench drivers). C linkage; implemented in
+ * src/cuda/cuda_backend.cu. */
+#ifndef ECN_CUDA_BACKEND_H
+#define ECN_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include "ecenet/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const ecenet_backend ecn_cuda_backend_f32;
+extern const ecenet_backend ecn_cuda_backend_f64;
+
+/* 1 when a CUDA device can be used; otherwise 0 and, if why is not NULL, the
+ * reason (e.g. "no CUDA device: cudaGetDeviceCount: no CUDA-capable device
+ * is detected"). Does not create a context beyond what the runtime needs. */
+int ecn_cuda_available(char *why, size_t why_len);
+
+/* TF32 tensor cores for the fp32 GEMMs (default: env ECENET_TF32=1, read
+ * once). Returns the previous setting. */
+int ecn_cuda_set_tf32(int on);
+int ecn_cuda_tf32(void);
+
+/* RealSpace launch configuration (rows per block, warps per block; default
+ * env ECENET_RS_BLOCK / ECENET_RS_WARPS, read once, else 1024 / 8). rows
+ * must be a multiple of 32*warps, warps <= 16; returns 0, or -1 (unchanged)
+ * otherwise. */
+int ecn_cuda_set_rs_launch(int rows, int warps);
+
+/* The first CUDA / cuBLAS error the backend saw (sticky): 0 if none, else a
+ * nonzero code with a message in buf. Once an error is recorded, download
+ * writes NaN so that no silently wrong result leaves the backend. */
+int ecn_cuda_error(char *buf, size_t len);
+void ecn_cuda_clear_error(void);
+
+/* Bytes of device memory currently held / at most held through the
+ * backend's alloc hook since the start (or the last reset). */
+size_t ecn_cuda_bytes_in_use(void);
+size_t ecn_cuda_peak_bytes(void);
+void ecn_cuda_reset_peak(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,681 @@
+/* Equivariant linear (SPEC §10) on cuBLAS, the fused RealSpace nonlinearity
+ * (§11), the residual add (§12) and the fused layer entries; mirrors
+ * ref_layers.c.
+ *
+ * Linear: for a fixed (m, part) the features X[e][m][part][:] are an E×fin
+ * row-major matrix with row stride 2·Q·fin, so Y = X·W_mᵀ is one GEMM; the Q
+ * values of m are one strided batch (cos slices, then sin slices m >= 1). The
+ * sin m = 0 slot, zero in every model, is not a GEMM: a kernel checks each
+ * tile of edges for zeros and writes zeros (or, for any nonzero input,
+ * computes the exact product), which saves 1/8 of the FLOPs. The bias
+ * (m = 0 cos only) and the per-edge-type weight corrections are added by
+ * small kernels. fp32 GEMMs use TF32 tensor cores when enabled.
+ *
+ * RealSpace: one thread per (edge, channel) row, consecutive threads on
+ * consecutive channels (coalesced), the 2Q inputs and outputs and the grid
+ * values in registers, the θ tables in shared memory interleaved per grid
+ * point (16-byte broadcast loads); SiLU in fp32 through the fast exp/rcp
+ * intrinsics; the VJP recomputes the grid. Launch configuration:
+ * ECENET_RS_BLOCK rows and ECENET_RS_WARPS warps per block (read once;
+ * default 1024 rows, 8 warps). The fused layer entries run the residual
+ * (X += RealSpace(Z)) inside the RealSpace kernel and let the VJP overwrite
+ * its scratch, so neither needs a zeroing or an add pass. */
+#include "cuda_common.cuh"
+#include "cuda_ops.cuh"
+
+namespace ecn_cu {
+
+/* ---- cuBLAS strided-batched GEMM for float / double ----------------------------------------- */
+
+static void gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, float alpha, const float *A, int lda, long long sA, const float *B,
+                    int ldb, long long sB, float beta, float *C, int ldc, long long sC, int batch)
+{
+    BLAS_CHECK(cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, lda, sA, B, ldb, sB,
+                                         &beta, C, ldc, sC, batch));
+}
+
+static void gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, double alpha, const double *A, int lda, long long sA, const double *B,
+                    int ldb, long long sB, double beta, double *C, int ldc, long long sC,
+                    int batch)
+{
+    BLAS_CHECK(cublasDgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, lda, sA, B, ldb, sB,
+                                         &beta, C, ldc, sC, batch));
+}
+
+/* ---- equivariant linear --------------------------------------------------------------------------- */
+
+/* Y[e][j][o] += Σ_i X[e][j][i]·(w_src[t_src] + w_tgt[t_tgt])[m][o][i]: a warp per output,
+ * lanes over i, a fixed shuffle tree */
+template <typename T>
+__global__ void lin_corr_fwd_k(int64_t E, int fin, int fout, int Q, const T *ws, const T *wt,
+                               const int32_t *ts, const int32_t *tt, const T *X, T *Y)
+{
+    extern __shared__ unsigned char smraw[];
+    T *sx = (T *)smraw;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int64_t qm = (int64_t)Q * fout * fin;
+    for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
+        for (int q = threadIdx.x; q < 2 * Q * fin; q += blockDim.x)
+            sx[q] = X[e * 2 * Q * fin + q];
+        __syncthreads();
+        const T *Ws = ws ? ws + ts[e] * qm : NULL, *Wt = wt ? wt + tt[e] * qm : NULL;
+        for (int jo = w; jo < 2 * Q * fout; jo += nw) {
+            const int j = jo / fout, o = jo % fout, m = j / 2;
+            const int64_t wo = ((int64_t)m * fout + o) * fin;
+            T acc = 0;
+            for (int i = lane; i < fin; i += 32) {
+                T wv = 0;
+                if (Ws)
+                    wv += Ws[wo + i];
+                if (Wt)
+                    wv += Wt[wo + i];
+                acc += sx[j * fin + i] * wv;
+            }
+            for (int s = 16; s > 0; s >>= 1)
+                acc += __shfl_xor_sync(0xffffffffu, acc, s);
+            if (lane == 0)
+                Y[(e * 2 * Q + j) * fout + o] += acc;
+        }
+        __syncthreads();
+    }
+}
+
+/* Xbar[e][j][i] += Σ_o Ybar[e][j][o]·(w_src + w_tgt)[m][o][i]: thread per i */
+template <typename T>
+__global__ void lin_corr_vjp_k(int64_t E, int fin, int fout, int Q, const T *ws, const T *wt,
+                               const int32_t *ts, const int32_t *tt, const T *Yb, T *Xb)
+{
+    extern __shared__ unsigned char smraw[];
+    T *sy = (T *)smraw;
+    const int64_t qm = (int64_t)Q * fout * fin;
+    for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
+        for (int q = threadIdx.x; q < 2 * Q * fout; q += blockDim.x)
+            sy[q] = Yb[e * 2 * Q * fout + q];
+        __syncthreads();
+        const T *Ws = ws ? ws + ts[e] * qm : NULL, *Wt = wt ? wt + tt[e] * qm : NULL;
+        for (int ji = threadIdx.x; ji < 2 * Q * fin; ji += blockDim.x) {
+            const int j = ji / fin, i = ji % fin, m = j / 2;
+            T acc = 0;
+            for (int o = 0; o < fout; o++) {
+                const int64_t wo = ((int64_t)m * fout + o) * fin + i;
+                T wv = 0;
+                if (Ws)
+                    wv += Ws[wo];
+                if (Wt)
+                    wv += Wt[wo];
+                acc += sy[j * fout + o] * wv;
+            }
+            Xb[(e * 2 * Q + j) * fin + i] += acc;
+        }
+        __syncthreads();
+    }
+}
+
+template <typename T>
+__global__ void lin_bias_k(int64_t E, int fout, int Q, const T *bias, T *Y)
+{
+    const int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (q >= E * fout)
+        return;
+    const int64_t e = q / fout;
+    const int o = (int)(q % fout);
+    Y[e * 2 * Q * fout + o] += bias[o];
+}
+
+/* The sin m = 0 slot: always zero in a model (no sin component at m = 0),
+ * so its GEMM slice is replaced by a kernel that checks a tile of edges for
+ * zeros and then writes zeros (forward) or nothing (VJP); a tile with any
+ * nonzero (or NaN) input is computed exactly by plain dot products. */
+#define SIN0_TILE 16
+template <typename T>
+__global__ void lin_sin0_fwd_k(int64_t E, int fin, int fout, int Q, const T *w, const T *X, T *Y)
+{
+    for (int64_t e0 = (int64_t)blockIdx.x * SIN0_TILE; e0 < E;
+         e0 += (int64_t)gridDim.x * SIN0_TILE) {
+        const int nt = E - e0 < SIN0_TILE ? (int)(E - e0) : SIN0_TILE;
+        int any = 0;
+        for (int q = threadIdx.x; q < nt * fin; q += blockDim.x)
+            any |= X[((e0 + q / fin) * 2 * Q + 1) * fin + q % fin] != (T)0;
+        any = __syncthreads_or(any);
+        for (int q = threadIdx.x; q < nt * fout; q += blockDim.x) {
+            const int64_t e = e0 + q / fout;
+            const int o = q % fout;
+            T acc = 0;
+            if (any) {
+                const T *x = X + (e * 2 * Q + 1) * fin, *wo = w + (int64_t)o * fin;
+                for (int i = 0; i < fin; i++)
+                    acc += x[i] * wo[i];
+            }
+            Y[(e * 2 * Q + 1) * fout + o] = acc;
+        }
+        __syncthreads();
+    }
+}
+
+template <typename T>
+__global__ void lin_sin0_vjp_k(int64_t E, int fin, int fout, int Q, const T *w, const T *Yb, T *Xb)
+{
+    for (int64_t e0 = (int64_t)blockIdx.x * SIN0_TILE; e0 < E;
+         e0 += (int64_t)gridDim.x * SIN0_TILE) {
+        const int nt = E - e0 < SIN0_TILE ? (int)(E - e0) : SIN0_TILE;
+        int any = 0;
+        for (int q = threadIdx.x; q < nt * fout; q += blockDim.x)
+            any |= Yb[((e0 + q / fout) * 2 * Q + 1) * fout + q % fout] != (T)0;
+        any = __syncthreads_or(any);
+        if (any)
+            for (int q = threadIdx.x; q < nt * fin; q += blockDim.x) {
+                const int64_t e = e0 + q / fin;
+                const int i = q % fin;
+                const T *y = Yb + (e * 2 * Q + 1) * fout;
+                T acc = 0;
+                for (int o = 0; o < fout; o++)
+                    acc += y[o] * w[(int64_t)o * fin + i];
+                Xb[(e * 2 * Q + 1) * fin + i] += acc;
+            }
+        __syncthreads();
+    }
+}
+
+template <typename T>
+static void linear_fwd(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc, ecenet_idx ttgt,
+                       const void *X_, void *Y_)
+{
+    State &s = state();
+    if (E <= 0)
+        return;
+    const T *X = (const T *)X_, *w = (const T *)p->w;
+    T *Y = (T *)Y_;
+    const int fin = p->fin, fout = p->fout, Q = p->Q;
+    const long long sw = (long long)fout * fin;
+    cublasHandle_t h = blas(1);
+    /* cos slices, m = 0..Q-1 */
+    gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w, fin, sw, X, 2 * Q * fin,
+            2LL * fin, (T)0, Y, 2 * Q * fout, 2LL * fout, Q);
+    /* sin slices, m = 1..Q-1, and the sin m = 0 slot */
+    if (Q > 1)
+        gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w + sw, fin, sw,
+                X + 3 * fin, 2 * Q * fin, 2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout,
+                2LL * fout, Q - 1);
+    unsigned nb = blocks_for((E + SIN0_TILE - 1) / SIN0_TILE, 1);
+    if (nb > (unsigned)s.n_sm * 16)
+        nb = (unsigned)s.n_sm * 16;
+    lin_sin0_fwd_k<T><<<nb, 256>>>(E, fin, fout, Q, w, X, Y);
+    CU_LAUNCHED();
+    if (p->w_src || p->w_tgt) {
+        const size_t sm = (size_t)2 * Q * fin * sizeof(T);
+        smem_allow(lin_corr_fwd_k<T>, sm);
+        lin_corr_fwd_k<T><<<grid_items(E), 256, sm>>>(E, fin, fout, Q, (const T *)p->w_src,
+                                                      (const T *)p->w_tgt, tsrc, ttgt, X, Y);
+        CU_LAUNCHED();
+    }
+    if (p->bias) {
+        lin_bias_k<T><<<blocks_for(E * fout, 256), 256>>>(E, fout, Q, (const T *)p->bias, Y);
+        CU_LAUNCHED();
+    }
+}
+
+template <typename T>
+static void linear_vjp(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc, ecenet_idx ttgt,
+                       const void *Yb_, void *Xb_)
+{
+    State &s = state();
+    if (E <= 0)
+        return;
+    const T *Yb = (const T *)Yb_, *w = (const T *)p->w;
+    T *Xb = (T *)Xb_;
+    const int fin = p->fin, fout = p->fout, Q = p->Q;
+    const long long sw = (long long)fout * fin;
+    cublasHandle_t h = blas(1);
+    gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w, fin, sw, Yb, 2 * Q * fout,
+            2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, Q);
+    if (Q > 1)
+        gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w + sw, fin, sw,
+                Yb + 3 * fout, 2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin,
+                2LL * fin, Q - 1);
+    unsigned nb = blocks_for((E + SIN0_TILE - 1) / SIN0_TILE, 1);
+    if (nb > (unsigned)s.n_sm * 16)
+        nb = (unsigned)s.n_sm * 16;
+    lin_sin0_vjp_k<T><<<nb, 256>>>(E, fin, fout, Q, w, Yb, Xb);
+    CU_LAUNCHED();
+    if (p->w_src || p->w_tgt) {
+        const size_t sm = (size_t)2 * Q * fout * sizeof(T);
+        smem_allow(lin_corr_vjp_k<T>, sm);
+        lin_corr_vjp_k<T><<<grid_items(E), 256, sm>>>(E, fin, fout, Q, (const T *)p->w_src,
+                                                      (const T *)p->w_tgt, tsrc, ttgt, Yb, Xb);
+        CU_LAUNCHED();
+    }
+}
+
+/* ---- RealSpace ------------------------------------------------------------------------------------ */
+
+template <typename T> struct RS {
+    int F, Q, G, act;
+    const T *cs, *ss, *ca, *sa;
+    const T *scale, *shift, *scale_src, *scale_tgt, *shift_src, *shift_tgt;
+    const int32_t *ts, *tt;
+};
+
+template <typename T>
+static RS<T> rs_args(const ecenet_realspace_params *p, ecenet_idx ts, ecenet_idx tt)
+{
+    RS<T> a;
+    a.F = p->F;
+    a.Q = p->Q;
+    a.G = p->G;
+    a.act = p->act;
+    a.cs = (const T *)p->cos_synth;
+    a.ss = (const T *)p->sin_synth;
+    a.ca = (const T *)p->cos_analysis;
+    a.sa = (const T *)p->sin_analysis;
+    a.scale = (const T *)p->scale;
+    a.shift = (const T *)p->shift;
+    a.scale_src = (const T *)p->scale_src;
+    a.scale_tgt = (const T *)p->scale_tgt;
+    a.shift_src = (const T *)p->shift_src;
+    a.shift_tgt = (const T *)p->shift_tgt;
+    a.ts = ts;
+    a.tt = tt;
+    return a;
+}
+
+/* Tables in shared memory, zero-padded to QT slots and interleaved per grid
+ * point: tab[k][t][m], t = cos_synth, sin_synth, cos_analysis, sin_analysis,
+ * so one grid point's 4·QT values are a few 16-byte (broadcast) loads. */
+template <typename T, int QT>
+__device__ static inline void rs_tables(const RS<T> &a, T *sm)
+{
+    const int G = a.G;
+    for (int q = threadIdx.x; q < 4 * QT * G; q += blockDim.x) {
+        const int k = q / (4 * QT), t = (q / QT) % 4, m = q % QT;
+        T v = 0;
+        if (m < a.Q)
+            v = t == 0 ? a.cs[m * G + k]
+                : t == 1 ? a.ss[m * G + k]
+                : t == 2 ? a.ca[k * a.Q + m]
+                         : a.sa[k * a.Q + m];
+        sm[q] = v;
+    }
+    __syncthreads();
+}
+
+/* QT consecutive values from 16-byte aligned shared memory */
+template <int QT> __device__ static inline void lds(const float *p, float (&v)[QT])
+{
+#pragma unroll
+    for (int j = 0; j < QT / 4; j++) {
+        const float4 q = reinterpret_cast<const float4 *>(p)[j];
+        v[4 * j] = q.x;
+        v[4 * j + 1] = q.y;
+        v[4 * j + 2] = q.z;
+        v[4 * j + 3] = q.w;
+    }
+}
+template <int QT> __device__ static inline void lds(const double *p, double (&v)[QT])
+{
+#pragma unroll
+    for (int j = 0; j < QT / 2; j++) {
+        const double2 q = reinterpret_cast<const double2 *>(p)[j];
+        v[2 * j] = q.x;
+        v[2 * j + 1] = q.y;
+    }
+}
+
+/* activation and its derivative; SiLU in fp32 through the fast intrinsics
+ * (MUFU ex2/rcp: a few ulp, far below the fp32 tolerance) */
+template <typename T, bool SILU> __device__ static inline T rs_act(int act, T x)
+{
+    if (SILU) {
+        if (sizeof(T) == 4)
+            return (T)__fdividef((float)x, 1.0f + __expf(-(float)x));
+        return x / ((T)1 + exp(-x));
+    }
+    return act_f(act, x);
+}
+template <typename T, bool SILU> __device__ static inline T rs_act_g(int act, T x)
+{
+    if (SILU) {
+        T s;
+        if (sizeof(T) == 4)
+            s = (T)__fdividef(1.0f, 1.0f + __expf(-(float)x));
+        else
+            s = (T)1 / ((T)1 + exp(-x));
+        return s * ((T)1 + x * ((T)1 - s));
+    }
+    return act_g(act, x);
+}
+
+template <typename T>
+__device__ static inline void rs_affine(const RS<T> &a, int64_t e, int f, T &scale, T &shift)
+{
+    scale = a.scale ? a.scale[f] : (T)1;
+    shift = a.shift ? a.shift[f] : (T)0;
+    if (a.scale_src)
+        scale += a.scale_src[(int64_t)a.ts[e] * a.F + f];
+    if (a.scale_tgt)
+        scale += a.scale_tgt[(int64_t)a.tt[e] * a.F + f];
+    if (a.shift_src)
+        shift += a.shift_src[(int64_t)a.ts[e] * a.F + f];
+    if (a.shift_tgt)
+        shift += a.shift_tgt[(int64_t)a.tt[e] * a.F + f];
+}
+
+/* row r = e·F + f -> (e, f); 32-bit division when the rows fit */
+__device__ static inline void rs_row(int64_t r, int64_t R, int F, int64_t &e, int &f)
+{
+    if (R < 0x7fffffffLL) {
+        const unsigned ru = (unsigned)r, q = ru / (unsigned)F;
+        e = q;
+        f = (int)(ru - q * (unsigned)F);
+    } else {
+        e = r / F;
+        f = (int)(r - e * F);
+    }
+}
+
+/* Y (=|+=) RealSpace(X) */
+template <typename T, int QT, bool ACC, bool SILU>
+__global__ void __launch_bounds__(512) rs_fwd_k(int64_t R, RS<T> a, int rpt,
+                                                 const T *__restrict__ X, T *Y)
+{
+    extern __shared__ __align__(16) unsigned char smraw[];
+    T *sm = (T *)smraw;
+    rs_tables<T, QT>(a, sm);
+    const int F = a.F, Q = a.Q, G = a.G;
+    const bool full = Q == QT; /* no padded slots */
+    const int64_t base = (int64_t)blockIdx.x * rpt * blockDim.x + threadIdx.x;
+    for (int j = 0; j < rpt; j++) {
+        const int64_t r = base + (int64_t)j * blockDim.x;
+        if (r >= R)
+            return;
+        int64_t e;
+        int f;
+        rs_row(r, R, F, e, f);
+        const T *xe = X + e * 2 * Q * F + f;
+        T xc[QT], xs[QT], yc[QT], ys[QT];
+#pragma unroll
+        for (int m = 0; m < QT; m++) {
+            xc[m] = (full || m < Q) ? xe[(2 * m) * F] : (T)0;
+            xs[m] = (full || m < Q) ? xe[(2 * m + 1) * F] : (T)0;
+            yc[m] = 0;
+            ys[m] = 0;
+        }
+        T scale, shift;
+        rs_affine(a, e, f, scale, shift);
+        for (int k = 0; k < G; k++) {
+            T cs[QT], ss[QT], ca[QT], sa[QT];
+            const T *tk = sm + k * 4 * QT;
+            lds<QT>(tk, cs);
+            lds<QT>(tk + QT, ss);
+            lds<QT>(tk + 2 * QT, ca);
+            lds<QT>(tk + 3 * QT, sa);
+            T c = 0, s = 0;
+#pragma unroll
+            for (int m = 0; m < QT; m++) {
+                c += xc[m] * cs[m];
+                s += xs[m] * ss[m];
+            }
+            const T g = rs_act<T, SILU>(a.act, scale * (c + s) + shift);
+#pragma unroll
+            for (int m = 0; m < QT; m++) {
+                yc[m] += g * ca[m];
+                ys[m] += g * sa[m];
+            }
+        }
+        T *ye = Y + e * 2 * Q * F + f;
+#pragma unroll
+        for (int m = 0; m < QT; m++)
+            if (full || m < Q) {
+                if (ACC) {
+                    ye[(2 * m) * F] += yc[m];
+                    ye[(2 * m + 1) * F] += ys[m];
+                } else {
+                    ye[(2 * m) * F] = yc[m];
+                    ye[(2 * m + 1) * F] = ys[m];
+                }
+            }
+    }
+}
+
+/* Xbar (=|+=) RealSpace_vjp(X, Ybar), the grid recomputed from X */
+template <typename T, int QT, bool ACC, bool SILU>
+__global__ void __launch_bounds__(512) rs_vjp_k(int64_t R, RS<T> a, int rpt,
+                                                 const T *__restrict__ X,
+                                                 const T *__restrict__ Yb, T *Xb)
+{
+    extern __shared__ __align__(16) unsigned char smraw[];
+    T *sm = (T *)smraw;
+    rs_tables<T, QT>(a, sm);
+    const int F = a.F, Q = a.Q, G = a.G;
+    const bool full = Q == QT;
+    const int64_t base = (int64_t)blockIdx.x * rpt * blockDim.x + threadIdx.x;
+    for (int j = 0; j < rpt; j++) {
+        const int64_t r = base + (int64_t)j * blockDim.x;
+        if (r >= R)
+            return;
+        int64_t e;
+        int f;
+        rs_row(r, R, F, e, f);
+        const int64_t o = e * 2 * Q * F + f;
+        T xc[QT], xs[QT], bc[QT], bs[QT], gc[QT], gs[QT];
+#pragma unroll
+        for (int m = 0; m < QT; m++) {
+            const bool ok = full || m < Q;
+            xc[m] = ok ? X[o + (2 * m) * F] : (T)0;
+            xs[m] = ok ? X[o + (2 * m + 1) * F] : (T)0;
+            bc[m] = ok ? Yb[o + (2 * m) * F] : (T)0;
+            bs[m] = ok ? Yb[o + (2 * m + 1) * F] : (T)0;
+            gc[m] = 0;
+            gs[m] = 0;
+        }
+        T scale, shift;
+        rs_affine(a, e, f, scale, shift);
+        for (int k = 0; k < G; k++) {
+            T cs[QT], ss[QT], ca[QT], sa[QT];
+            const T *tk = sm + k * 4 * QT;
+            lds<QT>(tk, cs);
+            lds<QT>(tk + QT, ss);
+            lds<QT>(tk + 2 * QT, ca);
+            lds<QT>(tk + 3 * QT, sa);
+            T gbar = 0, c = 0, s = 0;
+#pragma unroll
+            for (int m = 0; m < QT; m++) {
+                gbar += bc[m] * ca[m] + bs[m] * sa[m];
+                c += xc[m] * cs[m];
+                s += xs[m] * ss[m];
+            }
+            const T fb = gbar * rs_act_g<T, SILU>(a.act, scale * (c + s) + shift) * scale;
+#pragma unroll
+            for (int m = 0; m < QT; m++) {
+                gc[m] += fb * cs[m];
+                gs[m] += fb * ss[m];
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < QT; m++)
+            if (full || m < Q) {
+                if (ACC) {
+                    Xb[o + (2 * m) * F] += gc[m];
+                    Xb[o + (2 * m + 1) * F] += gs[m];
+                } else {
+                    Xb[o + (2 * m) * F] = gc[m];
+                    Xb[o + (2 * m + 1) * F] = gs[m];
+                }
+            }
+    }
+}
+
+template <typename T, bool ACC>
+static void rs_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_idx ts,
+                          ecenet_idx tt, const T *X, T *Y)
+{
+    State &s = state();
+    const int64_t R = E * p->F;
+    if (R <= 0)
+        return;
+    if (p->Q > 16) {
+        fail(-2, "realspace: more than 16 angular slots", __FILE__, __LINE__);
+        return;
+    }
+    const RS<T> a = rs_args<T>(p, ts, tt);
+    const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
+    const unsigned nb = blocks_for(R, s.rs_block);
+#define RS_FWD(QT, SILU)                                                                           \
+    do {                                                                                           \
+        const size_t sm = (size_t)4 * (QT)*p->G * sizeof(T);                                       \
+        smem_allow(rs_fwd_k<T, QT, ACC, SILU>, sm);                                                \
+        rs_fwd_k<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Y);                               \
+    } while (0)
+    if (p->Q == 4 && p->act == ECENET_ACT_SILU)
+        RS_FWD(4, true);
+    else if (p->Q <= 4)
+        RS_FWD(4, false);
+    else if (p->Q <= 8)
+        RS_FWD(8, false);
+    else
+        RS_FWD(16, false);
+#undef RS_FWD
+    CU_LAUNCHED();
+}
+
+template <typename T, bool ACC>
+static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_idx ts,
+                          ecenet_idx tt, const T *X, const T *Yb, T *Xb)
+{
+    State &s = state();
+    const int64_t R = E * p->F;
+    if (R <= 0)
+        return;
+    if (p->Q > 16) {
+        fail(-2, "realspace: more than 16 angular slots", __FILE__, __LINE__);
+        return;
+    }
+    const RS<T> a = rs_args<T>(p, ts, tt);
+    const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
+    const unsigned nb = blocks_for(R, s.rs_block);
+#define RS_VJP(QT, SILU)                                                                           \
+    do {                                                                                           \
+        const size_t sm = (size_t)4 * (QT)*p->G * sizeof(T);                                       \
+        smem_allow(rs_vjp_k<T, QT, ACC, SILU>, sm);                                                \
+        rs_vjp_k<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);                          \
+    } while (0)
+    if (p->Q == 4 && p->act == ECENET_ACT_SILU)
+        RS_VJP(4, true);
+    else if (p->Q <= 4)
+        RS_VJP(4, false);
+    else if (p->Q <= 8)
+        RS_VJP(8, false);
+    else
+        RS_VJP(16, false);
+#undef RS_VJP
+    CU_LAUNCHED();
+}
+
+template <typename T>
+static void realspace_fwd(int64_t E, const ecenet_realspace_params *p, ecenet_idx tsrc,
+                          ecenet_idx ttgt, const void *X, void *Y)
+{
+    rs_fwd_launch<T, false>(E, p, tsrc, ttgt, (const T *)X, (T *)Y);
+}
+
+template <typename T>
+static void realspace_vjp(int64_t E, const ecenet_realspace_params *p, ecenet_idx tsrc,
+                          ecenet_idx ttgt, const void *X, const void *Ybar, void *Xbar)
+{
+    rs_vjp_launch<T, true>(E, p, tsrc, ttgt, (const T *)X, (const T *)Ybar, (T *)Xbar);
+}
+
+/* ---- residual add ------------------------------------------------------------------------------------ */
+
+template <typename T> __global__ void add_k(int64_t n, const T *X, T *Y)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n;
+         k += (int64_t)gridDim.x * blockDim.x)
+        Y[k] += X[k];
+}
+
+__global__ void add4_k(int64_t n4, const float4 *X, float4 *Y)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n4;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        float4 x = X[k], y = Y[k];
+        y.x += x.x;
+        y.y += x.y;
+        y.z += x.z;
+        y.w += x.w;
+        Y[k] = y;
+    }
+}
+
+__global__ void add2_k(int64_t n2, const double2 *X, double2 *Y)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n2;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        double2 x = X[k], y = Y[k];
+        y.x += x.x;
+        y.y += x.y;
+        Y[k] = y;
+    }
+}
+
+template <typename T> static void add(int64_t n, const void *X_, void *Y_)
+{
+    State &s = state();
+    if (n <= 0)
+        return;
+    const T *X = (const T *)X_;
+    T *Y = (T *)Y_;
+    const unsigned cap = (unsigned)s.n_sm * 16;
+    const int vec = 16 / (int)sizeof(T);
+    if (n % vec == 0 && ((uintptr_t)X % 16) == 0 && ((uintptr_t)Y % 16) == 0) {
+        unsigned nb = blocks_for(n / vec, 256);
+        nb = nb > cap ? cap : nb;
+        if (sizeof(T) == 4)
+            add4_k<<<nb, 256>>>(n / 4, (const float4 *)X, (float4 *)Y);
+        else
+            add2_k<<<nb, 256>>>(n / 2, (const double2 *)X, (double2 *)Y);
+    } else {
+        unsigned nb = blocks_for(n, 256);
+        nb = nb > cap ? cap : nb;
+        add_k<T><<<nb, 256>>>(n, X, Y);
+    }
+    CU_LAUNCHED();
+}
+
+/* ---- fused layer: Z = Linear(X); X += RealSpace(Z) in one pass over Z and X ------------------------- */
+
+template <typename T>
+static void layer_fwd(int64_t E, const ecenet_linear_params *lin,
+                      const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt, void *X,
+                      void *Z)
+{
+    linear_fwd<T>(E, lin, tsrc, ttgt, X, Z);
+    rs_fwd_launch<T, true>(E, rs, tsrc, ttgt, (const T *)Z, (T *)X);
+}
+
+/* tmp = RealSpace_vjp(Z, Xbar) (overwritten: no zeroing pass); Xbar += Linearᵀ(tmp) */
+template <typename T>
+static void layer_vjp(int64_t E, const ecenet_linear_params *lin,
+                      const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
+                      const void *Z, void *Xbar, void *tmp)
+{
+    rs_vjp_launch<T, false>(E, rs, tsrc, ttgt, (const T *)Z, (const T *)Xbar, (T *)tmp);
+    linear_vjp<T>(E, lin, tsrc, ttgt, tmp, Xbar);
+}
+
+template <typename T> void fill_layers(ecenet_backend &b)
+{
+    b.linear_fwd = linear_fwd<T>;
+    b.linear_vjp = linear_vjp<T>;
+    b.realspace_fwd = realspace_fwd<T>;
+    b.realspace_vjp = realspace_vjp<T>;
+    b.add = add<T>;
+    b.layer_fwd = layer_fwd<T>;
+    b.layer_vjp = layer_vjp<T>;
+}
+
+template void fill_layers<float>(ecenet_backend &);
+template void fill_layers<double>(ecenet_backend &);
+
+} // namespace ecn_cu
