@@ -13,10 +13,11 @@
 
 /* ---- host memory ---------------------------------------------------------- */
 
-/* 64-byte aligned, with a zeroed 64-byte tail: BLIS's small-matrix kernels
- * may read a few bytes past the last element of C (seen with valgrind, for
- * n not a multiple of the vector width), which must stay inside the block. */
-#define ALLOC_SLACK 64
+/* 64-byte aligned, with a zeroed 256-byte tail: BLIS's small-matrix (sup)
+ * kernels may read past the last element of A or C (valgrind: up to ~70
+ * bytes, for k or n not a multiple of the vector width); those reads must
+ * stay inside the block. (Scratch buffers have a larger slack.) */
+#define ALLOC_SLACK 256
 
 static void *be_alloc(size_t bytes)
 {

@@ -1,10 +1,11 @@
 /* Message passing (SPEC §13) and the research attention weights (§17.3);
  * mirrors ref_mp.c. Pack+unrotate and rotate-back+unpack are fused per edge
- * (block-diagonal D, valid slots only: omp_frame_out / omp_frame_in). Every
- * per-atom sum runs atoms in parallel, each over its edges in CSR order:
- * dm->e_dst for the receiver scatter and the softmax statistics, dm->e_src
- * for the source gather's VJP. No atomics; results do not depend on the
- * number of threads. */
+ * (block-diagonal D, valid slots only, vectorised over the base channel:
+ * omp_frame_out_t / omp_frame_in_t; Δ is read through a transposed copy in
+ * the calling thread's shared scratch). Every per-atom sum runs atoms in
+ * parallel, each over its edges in CSR order: dm->e_dst for the receiver
+ * scatter and the softmax, dm->e_src for the source gather's VJP. No
+ * atomics; results do not depend on the number of threads. */
 #include "omp_ops.h"
 
 void OMP_FN(omp_mp_pack_unrotate_fwd)(const ecenet_dims *dm, const void *X_, const void *D_,
