@@ -427,6 +427,69 @@ START_TEST(test_softmax_off_ties)
 }
 END_TEST
 
+/* With the RealSpace activations switched to the identity, the research
+ * model (element FiLM, bottleneck layers, softmax attention MP all on) is
+ * exactly rotation invariant (README: 4.8e-16 for these parameters): the
+ * golden thglab_softmax model, activations set to identity in memory, ethanol
+ * under 5 random rotations. Bound 1e-12 relative (issue 6). */
+START_TEST(test_research_identity_so3)
+{
+    ecn_safetensors *ref = tu_open_golden("thglab_softmax", "ref");
+    ecenet_model *m = load_model("thglab_softmax");
+    const int nl = m->cfg.n_mp * m->cfg.n_layers;
+    m->cfg.activation = ECENET_ACT_IDENTITY;
+    for (int k = 0; k < nl; k++)
+        m->rs[k].act = ECENET_ACT_IDENTITY;
+    for (int g = 0; g + 1 < m->cfg.n_mp; g++) {
+        m->amp[g].nonlin.act = ECENET_ACT_IDENTITY;
+        m->amp[g].rnonlin.act = ECENET_ACT_IDENTITY;
+    }
+    const double *p0 = tu_f64(ref, "input.positions", 27);
+    const int64_t *z = tu_i64(ref, "input.numbers", 9);
+    int num[9];
+    for (int i = 0; i < 9; i++)
+        num[i] = (int)z[i];
+    char err[1024];
+    ecenet_ctx *ctx = NULL;
+    ck_assert_int_eq(ecenet_ctx_create(m, "ref", ECENET_F64, &ctx, err, sizeof err), ECENET_OK);
+    double E0 = 0.0, pos[27];
+    memcpy(pos, p0, sizeof pos);
+    ecenet_system sys = {9, pos, num, NULL, {0, 0, 0}};
+    ecenet_outputs o = {&E0, NULL, 0, NULL, 0, NULL, 0, NULL, 0};
+    ck_assert_int_eq(ecenet_compute(ctx, &sys, &o), ECENET_OK);
+    double worst = 0.0;
+    tu_rng_seed(17);
+    for (int r = 0; r < 5; r++) {
+        /* random rotation from a random unit quaternion */
+        double q[4], n = 0.0;
+        for (int k = 0; k < 4; k++) {
+            q[k] = tu_normal();
+            n += q[k] * q[k];
+        }
+        n = sqrt(n);
+        for (int k = 0; k < 4; k++)
+            q[k] /= n;
+        const double w = q[0], x = q[1], y = q[2], zq = q[3];
+        const double R[9] = {1 - 2 * (y * y + zq * zq), 2 * (x * y - zq * w), 2 * (x * zq + y * w),
+                             2 * (x * y + zq * w), 1 - 2 * (x * x + zq * zq), 2 * (y * zq - x * w),
+                             2 * (x * zq - y * w), 2 * (y * zq + x * w), 1 - 2 * (x * x + y * y)};
+        for (int i = 0; i < 9; i++)
+            for (int a = 0; a < 3; a++)
+                pos[3 * i + a] = R[3 * a] * p0[3 * i] + R[3 * a + 1] * p0[3 * i + 1] +
+                                 R[3 * a + 2] * p0[3 * i + 2];
+        double E = 0.0;
+        o.energy = &E;
+        ck_assert_int_eq(ecenet_compute(ctx, &sys, &o), ECENET_OK);
+        worst = fmax2(worst, fabs(E - E0) / fabs(E0));
+    }
+    printf("thglab_softmax, identity activation: rotation energy rel err %.2e\n", worst);
+    ck_assert_msg(worst <= 1e-12, "identity-activation research model not invariant: %.3e", worst);
+    ecenet_ctx_free(ctx);
+    ecenet_model_free(m);
+    ecn_st_close(ref);
+}
+END_TEST
+
 START_TEST(test_softmax_stepwise) { run_stepwise("thglab_softmax"); }
 END_TEST
 START_TEST(test_sum_pbc_stepwise) { run_stepwise("thglab_sum_pbc"); }
@@ -461,6 +524,7 @@ int main(void)
     tcase_add_test(tr, test_softmax_api);
     tcase_add_test(tr, test_sum_pbc_api);
     tcase_add_test(tr, test_softmax_off_ties);
+    tcase_add_test(tr, test_research_identity_so3);
     suite_add_tcase(s, tr);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
