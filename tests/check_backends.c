@@ -22,13 +22,18 @@
  *    thglab_softmax 2e-2, see BACKENDS).
  * 3. Determinism: 1 and 2 threads, and two runs, give bitwise equal energy,
  *    forces and stress.
+ * 4. Guard pages (host-memory backends): the dense ops' operands end near an
+ *    unmapped page, so reading past an operand crashes.
  * CUDA-only checks (device detection, memory hooks, the TF32 switch, a
  * single-case mode for compute-sanitizer) are in check_cuda.c. */
+#define _DEFAULT_SOURCE /* mmap MAP_ANONYMOUS, for the guard-page test */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -1241,6 +1246,126 @@ START_TEST(test_determinism)
 }
 END_TEST
 
+/* ---- buffers that end near an unmapped page (host-memory backends) -----------
+ * Every input and output of the dense ops ends GUARD_SLACK bytes before a
+ * PROT_NONE page (the omp backend pads each allocation by that much, for the
+ * vector loads of BLIS's kernels at a row's end), so a read further past the
+ * end of an operand is a crash here instead of a silent read of a
+ * neighbouring buffer: BLIS's small-matrix kernels read up to one row stride
+ * past A, which omp_gemm allows only on interior tiles. */
+#define GUARD_SLACK 256
+
+typedef struct {
+    void *base[256];
+    size_t len[256];
+    int n;
+} guard_pool;
+
+static void *guarded(guard_pool *g, const ecenet_backend *be, size_t count)
+{
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t bytes = count * be->real_size + GUARD_SLACK;
+    const size_t tot = ((bytes + pg - 1) / pg + 1) * pg;
+    char *p = mmap(NULL, tot, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert(p != MAP_FAILED);
+    ck_assert_int_eq(mprotect(p + tot - pg, pg, PROT_NONE), 0);
+    ck_assert_int_lt(g->n, 256);
+    g->base[g->n] = p;
+    g->len[g->n++] = tot;
+    double *h = malloc((count + 1) * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    for (size_t k = 0; k < count; k++)
+        h[k] = 0.5 * tu_normal();
+    char *d = p + tot - pg - bytes;
+    memset(d + count * be->real_size, 0, GUARD_SLACK);
+    if (count)
+        be->upload(d, h, count);
+    free(h);
+    return d;
+}
+
+static void guard_release(guard_pool *g)
+{
+    for (int k = 0; k < g->n; k++)
+        munmap(g->base[k], g->len[k]);
+    g->n = 0;
+}
+
+START_TEST(test_guard_pages)
+{
+    const ecenet_backend *be = get_backend(_i);
+    if (!be || strcmp(be->name, "omp") != 0) /* device memory cannot be guarded this way */
+        return;
+    tu_rng_seed(77);
+    static const int widths[] = {3, 4, 18, 30, 64};
+    static const int64_t edges[] = {1, 5, 33, 70};
+    const int nw = (int)(sizeof widths / sizeof widths[0]);
+    guard_pool g;
+    memset(&g, 0, sizeof g);
+    int calls = 0;
+    for (int a = 0; a < nw; a++)
+        for (int b = 0; b < nw; b++)
+            for (int q = 0; q < 4; q++) {
+                const int fin = widths[a], fout = widths[b], Q = 2, T = 2;
+                const int64_t E = edges[q];
+                const size_t XI = (size_t)E * Q * 2 * fin, XO = (size_t)E * Q * 2 * fout;
+                int32_t *types = malloc((size_t)E * sizeof *types);
+                for (int64_t e = 0; e < E; e++)
+                    types[e] = (int32_t)(e % T);
+                int32_t *ty = be->alloc((size_t)E * sizeof *ty);
+                be->upload_idx(ty, types, (size_t)E);
+                const size_t nwt = (size_t)Q * fout * fin;
+                ecenet_linear_params lp = {fin, fout, Q, T, guarded(&g, be, nwt),
+                                           guarded(&g, be, (size_t)fout), guarded(&g, be, T * nwt),
+                                           guarded(&g, be, T * nwt)};
+                void *X = guarded(&g, be, XI), *Y = guarded(&g, be, XO);
+                be->linear_fwd(E, &lp, ty, ty, X, Y);
+                be->linear_vjp(E, &lp, ty, ty, Y, X);
+                ecenet_dims dm;
+                memset(&dm, 0, sizeof dm);
+                dm.E = E;
+                dm.Q = Q;
+                dm.F = fin;
+                ecenet_mlp_params mp;
+                memset(&mp, 0, sizeof mp);
+                mp.n_layers = 2;
+                mp.T = T;
+                mp.dims[0] = fin;
+                mp.dims[1] = fout;
+                mp.dims[2] = 3;
+                mp.w[0] = guarded(&g, be, (size_t)fout * fin);
+                mp.b[0] = guarded(&g, be, (size_t)fout);
+                mp.w_src[0] = guarded(&g, be, (size_t)T * fout * fin);
+                mp.w[1] = guarded(&g, be, (size_t)3 * fout);
+                mp.b[1] = guarded(&g, be, 3);
+                void *H = guarded(&g, be, (size_t)E * fout), *y = guarded(&g, be, (size_t)E * 3);
+                be->mlp_fwd(&dm, &mp, ty, ty, X, H, y);
+                be->mlp_vjp(&dm, &mp, ty, ty, H, y, X);
+                if (fin == fout && be->layer_fwd) {
+                    ecenet_realspace_params rp;
+                    memset(&rp, 0, sizeof rp);
+                    rp.F = fin;
+                    rp.Q = Q;
+                    rp.G = 5;
+                    rp.T = T;
+                    rp.cos_synth = guarded(&g, be, (size_t)Q * 5);
+                    rp.sin_synth = guarded(&g, be, (size_t)Q * 5);
+                    rp.cos_analysis = guarded(&g, be, (size_t)Q * 5);
+                    rp.sin_analysis = guarded(&g, be, (size_t)Q * 5);
+                    void *Z = guarded(&g, be, XO), *tmp = guarded(&g, be, XO);
+                    be->layer_fwd(E, &lp, &rp, ty, ty, X, Z);
+                    be->layer_vjp(E, &lp, &rp, ty, ty, Z, X, tmp);
+                }
+                be->release(ty);
+                free(types);
+                guard_release(&g);
+                calls++;
+            }
+    printf("%-5s %-8s guard pages: %d shapes of linear, MLP and fused layer ops, no read "
+           "beyond an operand's slack\n", be->name, BACKENDS[_i].label, calls);
+}
+END_TEST
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log before a failing check */
@@ -1261,6 +1386,10 @@ int main(void)
     tcase_set_timeout(gold, 600);
     tcase_add_loop_test(gold, test_golden, 0, N_BACKENDS * N_GOLDEN);
     suite_add_tcase(s, gold);
+    TCase *guard = tcase_create("guard");
+    tcase_set_timeout(guard, 600);
+    tcase_add_loop_test(guard, test_guard_pages, 0, N_BACKENDS);
+    suite_add_tcase(s, guard);
     TCase *det = tcase_create("determinism");
     tcase_set_timeout(det, 600);
     tcase_add_loop_test(det, test_determinism, 0, N_BACKENDS * N_DETERMINISM);

@@ -71,7 +71,7 @@ void OMP_FN(omp_embed_fwd)(const ecenet_dims *dm, ecenet_idx types, const void *
 #pragma omp parallel for schedule(dynamic, 8)
     for (int64_t i = 0; i < dm->N; i++)
         OMP_FN(omp_gemm)(C, S, TR, W + types[i] * TR * C, 1, C, A + i * TR * S, S, 1, RL(0.0),
-                         A_emb + i * C * S, S, 1);
+                         A_emb + i * C * S, S, 1, 0);
 }
 
 /* Abar[i] (TR x S) += W[type_i] (TR x C) · A_emb_bar[i] (C x S) */
@@ -84,5 +84,5 @@ void OMP_FN(omp_embed_vjp)(const ecenet_dims *dm, ecenet_idx types, const void *
 #pragma omp parallel for schedule(dynamic, 8)
     for (int64_t i = 0; i < dm->N; i++)
         OMP_FN(omp_gemm)(TR, S, C, W + types[i] * TR * C, C, 1, Ebar + i * C * S, S, 1,
-                         RL(1.0), Abar + i * TR * S, S, 1);
+                         RL(1.0), Abar + i * TR * S, S, 1, 0);
 }

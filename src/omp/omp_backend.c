@@ -13,10 +13,11 @@
 
 /* ---- host memory ---------------------------------------------------------- */
 
-/* 64-byte aligned, with a zeroed 256-byte tail: BLIS's small-matrix (sup)
- * kernels may read past the last element of A or C (valgrind: up to ~70
- * bytes, for k or n not a multiple of the vector width); those reads must
- * stay inside the block. (Scratch buffers have a larger slack.) */
+/* 64-byte aligned, with a zeroed 256-byte tail: BLIS's kernels load a full
+ * vector at the end of a row of C (e.g. 4 floats for the last 3), so up to
+ * a vector past an operand's last element must be readable (the guard-page
+ * test in tests/check_backends.c places buffers this far from an unmapped
+ * page). Reads of a whole row past A are kept off buffer ends by omp_gemm. */
 #define ALLOC_SLACK 256
 
 static void *be_alloc(size_t bytes)
@@ -163,7 +164,7 @@ void *OMP_FN(omp_scratch)(int slot, size_t bytes)
 
 void OMP_FN(omp_gemm)(int64_t m, int64_t n, int64_t k, const real *A, int64_t rsa,
                       int64_t csa, const real *B, int64_t rsb, int64_t csb, real beta, real *C,
-                      int64_t rsc, int64_t csc)
+                      int64_t rsc, int64_t csc, int a_next)
 {
     if (m <= 0 || n <= 0)
         return;
@@ -176,6 +177,8 @@ void OMP_FN(omp_gemm)(int64_t m, int64_t n, int64_t k, const real *A, int64_t rs
     rntm_t rntm;
     bli_rntm_init(&rntm);
     bli_rntm_set_num_threads(1, &rntm);
+    if (!a_next)
+        bli_rntm_disable_l3_sup(&rntm);
     real one = RL(1.0);
 #ifdef OMP_F32
     bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, (real *)A, rsa, csa,
@@ -219,7 +222,7 @@ void OMP_FN(omp_corr_gemm)(int nt, const int32_t *perm, const int32_t *off, int 
         for (int j = 0; j < c; j++)
             memcpy(As + (int64_t)j * k, A + (int64_t)rows[j] * lda, (size_t)k * sizeof(real));
         OMP_FN(omp_gemm)(c, n, k, As, k, 1, W + (int64_t)t * wstride, rsb, csb, RL(0.0), Cs, n,
-                         1);
+                         1, 1); /* As is followed by Cs */
         for (int j = 0; j < c; j++) {
             real *y = C + (int64_t)rows[j] * ldc;
             const real *ys = Cs + (int64_t)j * n;

@@ -33,8 +33,9 @@ void OMP_FN(omp_film_fwd)(const ecenet_dims *dm, const ecenet_mlp_params *p, con
                     xr[2 * P + k] = fr[e * n_rbf + k];
             }
             real *g = gamma + e0 * F;
+            /* x is followed by the MLP's scratch */
             OMP_FN(omp_mlp_tile_fwd)(p, e0, nt, tsrc, ttgt, x, din, H ? H + e0 * nh : NULL, nh, g,
-                                     F, scr);
+                                     F, scr, 1);
             for (int64_t q = 0; q < nt * F; q++)
                 g[q] += RL(1.0);
         }
@@ -63,7 +64,7 @@ void OMP_FN(omp_film_vjp)(const ecenet_dims *dm, const ecenet_mlp_params *p, int
             const int64_t e0 = t * TE;
             const int nt = (int)(E - e0 < TE ? E - e0 : TE);
             OMP_FN(omp_mlp_tile_vjp)(p, e0, nt, tsrc, ttgt, H ? H + e0 * nh : NULL, nh,
-                                     gbar + e0 * F, F, xb, scr);
+                                     gbar + e0 * F, F, xb, scr, e0 + nt < E);
             for (int r = 0; r < nt; r++)
                 for (int k = 0; k < n_rbf; k++)
                     frbar[(e0 + r) * n_rbf + k] += xb[(int64_t)r * din + 2 * P + k];

@@ -71,9 +71,10 @@ static void lin_group(const ecenet_linear_params *p, int64_t e0, int nt, ecenet_
         OMP_FN(omp_group_rows)(e0, nt, ttgt, p->T, s->perm_t, s->off_t);
 }
 
-/* Y tile = Linear(X tile); X, Y point at the tile's first edge. */
+/* Y tile = Linear(X tile); X, Y point at the tile's first edge; a_next: more
+ * rows follow the tile in X (see omp_gemm) */
 static void lin_tile_fwd(const ecenet_linear_params *p, int nt, const lin_scratch *s,
-                         const real *X, real *Y)
+                         const real *X, real *Y, int a_next)
 {
     const int fin = p->fin, fout = p->fout, Q = p->Q;
     const int64_t ldx = 2 * (int64_t)Q * fin, ldy = 2 * (int64_t)Q * fout;
@@ -88,7 +89,8 @@ static void lin_tile_fwd(const ecenet_linear_params *p, int nt, const lin_scratc
                     memset(y + r * ldy, 0, (size_t)fout * sizeof(real));
                 continue;
             }
-            OMP_FN(omp_gemm)(nt, fout, fin, x, ldx, 1, w + m * wm, 1, fin, RL(0.0), y, ldy, 1);
+            OMP_FN(omp_gemm)(nt, fout, fin, x, ldx, 1, w + m * wm, 1, fin, RL(0.0), y, ldy, 1,
+                             a_next);
             if (bias && m == 0 && part == 0)
                 for (int r = 0; r < nt; r++) {
                     real *yr = y + r * ldy;
@@ -106,9 +108,9 @@ static void lin_tile_fwd(const ecenet_linear_params *p, int nt, const lin_scratc
         }
 }
 
-/* X̄ tile += Linearᵀ(Ȳ tile); Ȳ rows at stride ldyb. */
+/* X̄ tile += Linearᵀ(Ȳ tile); Ȳ rows at stride ldyb (a_next: see lin_tile_fwd). */
 static void lin_tile_vjp(const ecenet_linear_params *p, int nt, const lin_scratch *s,
-                         const real *Yb, int64_t ldyb, real *Xb)
+                         const real *Yb, int64_t ldyb, real *Xb, int a_next)
 {
     const int fin = p->fin, fout = p->fout, Q = p->Q;
     const int64_t ldx = 2 * (int64_t)Q * fin;
@@ -120,7 +122,8 @@ static void lin_tile_vjp(const ecenet_linear_params *p, int nt, const lin_scratc
             real *xb = Xb + (2 * m + part) * (int64_t)fin;
             if (m == 0 && part == 1 && rows_zero(yb, nt, ldyb, fout))
                 continue; /* exactly zero contribution */
-            OMP_FN(omp_gemm)(nt, fin, fout, yb, ldyb, 1, w + m * wm, fin, 1, RL(1.0), xb, ldx, 1);
+            OMP_FN(omp_gemm)(nt, fin, fout, yb, ldyb, 1, w + m * wm, fin, 1, RL(1.0), xb, ldx, 1,
+                             a_next);
             const real *ws = p->w_src, *wg = p->w_tgt;
             if (ws)
                 OMP_FN(omp_corr_gemm)(nt, s->perm_s, s->off_s, p->T, ws + m * wm, wt, fin, 1, fout,
@@ -149,7 +152,7 @@ void OMP_FN(omp_linear_fwd)(int64_t E, const ecenet_linear_params *p, ecenet_idx
             const int64_t e0 = t * TE;
             const int nt = (int)(E - e0 < TE ? E - e0 : TE);
             lin_group(p, e0, nt, tsrc, ttgt, &s);
-            lin_tile_fwd(p, nt, &s, X + e0 * XEi, Y + e0 * XEo);
+            lin_tile_fwd(p, nt, &s, X + e0 * XEi, Y + e0 * XEo, e0 + nt < E);
         }
     }
 }
@@ -172,7 +175,7 @@ void OMP_FN(omp_linear_vjp)(int64_t E, const ecenet_linear_params *p, ecenet_idx
             const int64_t e0 = t * TE;
             const int nt = (int)(E - e0 < TE ? E - e0 : TE);
             lin_group(p, e0, nt, tsrc, ttgt, &s);
-            lin_tile_vjp(p, nt, &s, Ybar + e0 * XEo, XEo, Xbar + e0 * XEi);
+            lin_tile_vjp(p, nt, &s, Ybar + e0 * XEo, XEo, Xbar + e0 * XEi, e0 + nt < E);
         }
     }
 }
@@ -475,7 +478,7 @@ void OMP_FN(omp_layer_fwd)(int64_t E, const ecenet_linear_params *lin,
             const int64_t e0 = t * TE;
             const int nt = (int)(E - e0 < TE ? E - e0 : TE);
             lin_group(lin, e0, nt, tsrc, ttgt, &s);
-            lin_tile_fwd(lin, nt, &s, X + e0 * XEi, Z + e0 * XEo);
+            lin_tile_fwd(lin, nt, &s, X + e0 * XEi, Z + e0 * XEo, e0 + nt < E);
             for (int r = 0; r < nt; r++)
                 rs_edge_fwd(rs, &ri, e0 + r, tsrc, ttgt, Z + (e0 + r) * XEo, X + (e0 + r) * XEi, 1);
         }
@@ -510,7 +513,8 @@ void OMP_FN(omp_layer_vjp)(int64_t E, const ecenet_linear_params *lin,
                 rs_edge_vjp(rs, &ri, e0 + r, tsrc, ttgt, Z + (e0 + r) * XEo, Xbar + (e0 + r) * XEi,
                             Tz + r * XEo, 0);
             lin_group(lin, e0, nt, tsrc, ttgt, &s);
-            lin_tile_vjp(lin, nt, &s, Tz, XEo, Xbar + e0 * XEi); /* then accumulates into it */
+            /* then accumulates into it; Tz's scratch has more than a row of slack */
+            lin_tile_vjp(lin, nt, &s, Tz, XEo, Xbar + e0 * XEi, 1);
         }
     }
 }

@@ -38,16 +38,17 @@ void OMP_FN(omp_frame_out_vjp_t)(const ecenet_dims *dm, const real *Xe, const re
  * x (nt rows at stride ldx) -> out (nt rows at stride ldo); pre-activations of
  * the hidden layers to H rows (stride nh) when H is not NULL. scr: scratch of
  * omp_mlp_tile_scratch(p, nt) bytes (64-byte aligned). Rows e0.. of the tile
- * select the type corrections. */
+ * select the type corrections. a_next: one more row follows the tile's input
+ * rows (x, resp. outbar) in memory (omp_gemm). */
 size_t OMP_FN(omp_mlp_tile_scratch)(const ecenet_mlp_params *p, int nt);
 void OMP_FN(omp_mlp_tile_fwd)(const ecenet_mlp_params *p, int64_t e0, int nt, ecenet_idx tsrc,
                               ecenet_idx ttgt, const real *x, int64_t ldx, real *H, int64_t nh,
-                              real *out, int64_t ldo, char *scr);
+                              real *out, int64_t ldo, char *scr, int a_next);
 /* xb (nt x dims[0], overwritten) = ∂/∂x of Σ outbar·out, from the saved H
  * (needed when n_layers > 1) */
 void OMP_FN(omp_mlp_tile_vjp)(const ecenet_mlp_params *p, int64_t e0, int nt, ecenet_idx tsrc,
                               ecenet_idx ttgt, const real *H, int64_t nh, const real *outbar,
-                              int64_t ldob, real *xb, char *scr);
+                              int64_t ldob, real *xb, char *scr, int a_next);
 int OMP_FN(omp_mlp_hidden_size)(const ecenet_mlp_params *p);
 
 /* ---- the ops ---- */

@@ -93,7 +93,7 @@ static void mlp_corr(const ecenet_mlp_params *p, int layer, int64_t e0, int nt,
 
 void OMP_FN(omp_mlp_tile_fwd)(const ecenet_mlp_params *p, int64_t e0, int nt, ecenet_idx tsrc,
                               ecenet_idx ttgt, const real *x, int64_t ldx, real *H, int64_t nh,
-                              real *out, int64_t ldo, char *scr)
+                              real *out, int64_t ldo, char *scr, int a_next)
 {
     mlp_scratch s;
     mlp_scratch_carve(p, nt, scr, &s);
@@ -103,7 +103,9 @@ void OMP_FN(omp_mlp_tile_fwd)(const ecenet_mlp_params *p, int64_t e0, int nt, ec
         const int din = p->dims[k], dout = p->dims[k + 1], last = k + 1 == p->n_layers;
         real *z = last ? out : (H ? H + hoff : s.b1);
         const int64_t ldz = last ? ldo : (H ? nh : dout);
-        OMP_FN(omp_gemm)(nt, dout, din, in, ldin, 1, p->w[k], 1, din, RL(0.0), z, ldz, 1);
+        /* later layers read b0, which b1 follows */
+        OMP_FN(omp_gemm)(nt, dout, din, in, ldin, 1, p->w[k], 1, din, RL(0.0), z, ldz, 1,
+                         k ? 1 : a_next);
         if (p->b[k]) {
             const real *b = p->b[k];
             for (int r = 0; r < nt; r++) {
@@ -129,7 +131,7 @@ void OMP_FN(omp_mlp_tile_fwd)(const ecenet_mlp_params *p, int64_t e0, int nt, ec
 
 void OMP_FN(omp_mlp_tile_vjp)(const ecenet_mlp_params *p, int64_t e0, int nt, ecenet_idx tsrc,
                               ecenet_idx ttgt, const real *H, int64_t nh, const real *outbar,
-                              int64_t ldob, real *xb, char *scr)
+                              int64_t ldob, real *xb, char *scr, int a_next)
 {
     mlp_scratch s;
     mlp_scratch_carve(p, nt, scr, &s);
@@ -142,7 +144,9 @@ void OMP_FN(omp_mlp_tile_vjp)(const ecenet_mlp_params *p, int64_t e0, int nt, ec
     for (int k = p->n_layers - 1; k >= 0; k--) {
         const int din = p->dims[k], dout = p->dims[k + 1];
         real *dst = k == 0 ? xb : ((k & 1) ? s.b0 : s.b1);
-        OMP_FN(omp_gemm)(nt, din, dout, zb, ldzb, 1, p->w[k], din, 1, RL(0.0), dst, din, 1);
+        /* later layers read b0 or b1, which b1 resp. b2 follows */
+        OMP_FN(omp_gemm)(nt, din, dout, zb, ldzb, 1, p->w[k], din, 1, RL(0.0), dst, din, 1,
+                         zb == outbar ? a_next : 1);
         mlp_corr(p, k, e0, nt, tsrc, ttgt, &s, 1, zb, ldzb, dst, din);
         if (k == 0)
             break;
@@ -170,7 +174,7 @@ void OMP_FN(omp_mlp_fwd)(const ecenet_dims *dm, const ecenet_mlp_params *p, ecen
             const int64_t e0 = t * TE;
             const int nt = (int)(E - e0 < TE ? E - e0 : TE);
             OMP_FN(omp_mlp_tile_fwd)(p, e0, nt, tsrc, ttgt, X + e0 * XE, XE, H ? H + e0 * nh : NULL,
-                                     nh, y + e0 * dout, dout, scr);
+                                     nh, y + e0 * dout, dout, scr, e0 + nt < E);
         }
     }
 }
@@ -195,7 +199,7 @@ void OMP_FN(omp_mlp_vjp)(const ecenet_dims *dm, const ecenet_mlp_params *p, ecen
             const int64_t e0 = t * TE;
             const int nt = (int)(E - e0 < TE ? E - e0 : TE);
             OMP_FN(omp_mlp_tile_vjp)(p, e0, nt, tsrc, ttgt, H ? H + e0 * nh : NULL, nh,
-                                     ybar + e0 * dout, dout, xb, scr);
+                                     ybar + e0 * dout, dout, xb, scr, e0 + nt < E);
             for (int r = 0; r < nt; r++) {
                 real *x = Xbar + (e0 + r) * XE;
                 const real *b = xb + (int64_t)r * d0;

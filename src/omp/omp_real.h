@@ -96,10 +96,17 @@ static inline size_t omp_pad64(size_t bytes) { return (bytes + 63) & ~(size_t)63
  * C (m x n) = A (m x k) · B (k x n) + beta·C, every matrix given by its row
  * and column strides (BLIS's general-stride typed API: no transposes or
  * copies). Single-threaded BLIS (a rntm_t with one thread): callers
- * parallelise over tiles with OpenMP. beta == 0 overwrites C without reading it. */
+ * parallelise over tiles with OpenMP. beta == 0 overwrites C without reading it.
+ *
+ * a_next: the caller guarantees that one more row of A (rsa elements past
+ * A's last row) is readable memory. BLIS 0.9's small-matrix ("sup") kernels
+ * read up to one row stride past A (measured with a guard page: e.g. m = 16,
+ * n = 64, k = 30 reads rsa floats beyond the end); they are used only when
+ * a_next is set (interior tiles, scratch followed by more scratch), otherwise
+ * the packed path runs, which reads exactly A's elements. */
 void OMP_FN(omp_gemm)(int64_t m, int64_t n, int64_t k, const real *A, int64_t rsa,
                       int64_t csa, const real *B, int64_t rsb, int64_t csb, real beta, real *C,
-                      int64_t rsc, int64_t csc);
+                      int64_t rsc, int64_t csc, int a_next);
 
 /* ---- edge-type corrections -------------------------------------------------
  * Rows of a tile grouped by a per-edge type: perm[off[t] .. off[t+1]-1] are
@@ -107,7 +114,8 @@ void OMP_FN(omp_gemm)(int64_t m, int64_t n, int64_t k, const real *A, int64_t rs
 void OMP_FN(omp_group_rows)(int64_t e0, int nt, ecenet_idx types, int T, int32_t *perm,
                             int32_t *off);
 /* C[r] += A[r]·W_t for every tile row r of type t, W_t = W + t·wstride given
- * by strides (rsb, csb) (k x n); As (nt x k) and Cs (nt x n) are scratch. */
+ * by strides (rsb, csb) (k x n); As (nt x k) and Cs (nt x n) are scratch,
+ * Cs following As in memory. */
 void OMP_FN(omp_corr_gemm)(int nt, const int32_t *perm, const int32_t *off, int T,
                            const real *W, int64_t wstride, int64_t rsb, int64_t csb, int64_t k,
                            int64_t n, const real *A, int64_t lda, real *C, int64_t ldc,
