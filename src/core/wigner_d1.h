@@ -94,4 +94,77 @@ static inline void d_next(int l, const double *G, const double *D1, const double
         }
 }
 
+/* Offset of block l in a compact Wigner-D row: Σ_{l'<l} (2l'+1)². */
+static inline int ecn_dblock_offset(int l) { return l * (2 * l - 1) * (2 * l + 1) / 3; }
+
+/* One edge of the Wigner-D VJP (SPEC §7.5), in fp64: De, Db the edge's
+ * compact D and D̄ (ND values each), d the edge vector, r its length (with
+ * the 1e-30 regulariser); adds ∂/∂d to dbar[0..2]. For l = L..2,
+ * Mtx = Γ D̄^l Γᵀ feeds D̄¹ and D̄^{l-1}; then D̄¹ -> r̂̄ through the chart, and
+ * r̂̄ -> d̄ through r̂ = d/r. */
+static inline void ecn_wigner_vjp_edge(int L, const double *cg, const double *De,
+                                       const double *Db, const double d[3], double r,
+                                       double dbar[3])
+{
+    double Gb[WN * WN], Mt[3 * WN * 3 * WN], tmp[3 * WN * WN], carry[WN * WN];
+    double D1bar[9];
+    if (L < 1)
+        return;
+    for (int q = 0; q < 9; q++)
+        D1bar[q] = Db[1 + q];
+    for (int l = L; l >= 2; l--) {
+        const int n2 = 2 * l - 1, n3 = 2 * l + 1, nq = 3 * n2;
+        const double *G = cg + ecenet_cg_offset(l);
+        const double *Dl_bar = Db + ecn_dblock_offset(l);
+        for (int q = 0; q < n3 * n3; q++) /* carry: D̄^{l} accumulated from level l+1 */
+            Gb[q] = Dl_bar[q] + (l < L ? carry[q] : 0.0);
+        /* tmp[q,k'] = Σ_k Γ[q,k] Gb[k,k'];  Mt[q,q'] = Σ_k' tmp[q,k'] Γ[q',k'] */
+        for (int q = 0; q < nq; q++)
+            for (int kp = 0; kp < n3; kp++) {
+                double acc = 0.0;
+                for (int k = 0; k < n3; k++)
+                    acc += G[q * n3 + k] * Gb[k * n3 + kp];
+                tmp[q * n3 + kp] = acc;
+            }
+        for (int q = 0; q < nq; q++)
+            for (int qp = 0; qp < nq; qp++) {
+                double acc = 0.0;
+                for (int kp = 0; kp < n3; kp++)
+                    acc += tmp[q * n3 + kp] * G[qp * n3 + kp];
+                Mt[q * nq + qp] = acc;
+            }
+        const double *Dp = De + ecn_dblock_offset(l - 1), *D1 = De + 1;
+        for (int a = 0; a < 3; a++)
+            for (int ap = 0; ap < 3; ap++) {
+                double acc = 0.0;
+                for (int b = 0; b < n2; b++)
+                    for (int bp = 0; bp < n2; bp++)
+                        acc += Mt[(a * n2 + b) * nq + ap * n2 + bp] * Dp[b * n2 + bp];
+                D1bar[a * 3 + ap] += acc;
+            }
+        for (int b = 0; b < n2; b++)
+            for (int bp = 0; bp < n2; bp++) {
+                double acc = 0.0;
+                for (int a = 0; a < 3; a++)
+                    for (int ap = 0; ap < 3; ap++)
+                        acc += Mt[(a * n2 + b) * nq + ap * n2 + bp] * D1[a * 3 + ap];
+                carry[b * n2 + bp] = acc;
+            }
+    }
+    if (L >= 2) /* the l = 1 part of the carry is a D̄¹ contribution */
+        for (int q = 0; q < 9; q++)
+            D1bar[q] += carry[q];
+    double rh[3] = {d[0] / r, d[1] / r, d[2] / r};
+    dual D1d[9];
+    d1_from_rhat(rh, D1d);
+    double rhbar[3] = {0, 0, 0};
+    for (int q = 0; q < 9; q++)
+        for (int k = 0; k < 3; k++)
+            rhbar[k] += D1bar[q] * D1d[q].g[k];
+    /* r̂ = d/r: ∂r̂_α/∂d_β = δ_αβ/r - d_α d_β / r³ */
+    const double dot = rhbar[0] * d[0] + rhbar[1] * d[1] + rhbar[2] * d[2], r3 = r * r * r;
+    for (int b = 0; b < 3; b++)
+        dbar[b] += rhbar[b] / r - dot * d[b] / r3;
+}
+
 #endif
