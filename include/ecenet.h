@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define ECENET_VERSION_MAJOR 0
-#define ECENET_VERSION_MINOR 1
+#define ECENET_VERSION_MINOR 2
 #define ECENET_VERSION_PATCH 0
 /* Bumped whenever a struct layout or a function signature below changes. */
 #define ECENET_ABI_VERSION 1
@@ -93,6 +93,30 @@ void ecenet_ctx_free(ecenet_ctx *ctx);
 /* Message of the last failure on this context ("" if none). */
 const char *ecenet_ctx_error(const ecenet_ctx *ctx);
 const char *ecenet_ctx_backend(const ecenet_ctx *ctx);
+
+/* Per-context options (ecenet_ctx_set_option). Each is applied at the start
+ * of every ecenet_compute on that context.
+ *  ECENET_OPT_TF32        1: the cuda backend's fp32 equivariant-linear GEMMs
+ *                         run on TF32 tensor cores (about 3x faster GEMMs,
+ *                         ~1e-3 relative error in energies); 0: strict fp32.
+ *                         Unset, the environment variable ECENET_TF32=1
+ *                         decides. Only cuda f32 accepts it (ECENET_ERR_UNSUPPORTED
+ *                         otherwise).
+ *  ECENET_OPT_LOW_MEMORY  1: keep no per-layer activations for the backward;
+ *                         the layers of each stage are recomputed in edge
+ *                         chunks during the backward. Same results (to the
+ *                         last bits on ref/omp), a fraction of the memory, and
+ *                         about one more forward pass of the layers in time.
+ *                         0 (default): keep them. Every backend.
+ *  ECENET_OPT_CHUNK_EDGES edges per chunk of the low-memory mode (0 = automatic:
+ *                         chunks of about 256 MiB of layer activations). */
+typedef enum {
+    ECENET_OPT_TF32 = 1,
+    ECENET_OPT_LOW_MEMORY = 2,
+    ECENET_OPT_CHUNK_EDGES = 3
+} ecenet_option;
+
+ecenet_status ecenet_ctx_set_option(ecenet_ctx *ctx, ecenet_option option, long value);
 
 typedef struct {
     size_t n_atoms;

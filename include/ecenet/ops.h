@@ -106,12 +106,19 @@ typedef struct ecenet_backend {
     void *(*alloc)(size_t bytes);
     void (*release)(void *p);
     void (*zero)(void *p, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes); /* no overlap */
     void (*upload)(void *dst, const double *src, size_t count);
     void (*download)(double *dst, const void *src, size_t count);
     void (*upload_idx)(int32_t *dst, const int32_t *src, size_t count);
     /* timer hook for the profiler (seconds), and a barrier */
     double (*now)(void);
     void (*sync)(void);
+    /* optional (NULL if absent): named ranges around every op for external
+     * timeline tools (NVTX on CUDA), and the TF32 switch of fp32 GEMMs
+     * (returns 0 if the backend cannot honour the request) */
+    void (*range_push)(const char *name);
+    void (*range_pop)(void);
+    int (*set_tf32)(int on);
 
     /* ---- geometry ---- */
     /* d[k] = pos[dst[k]] - pos[src[k]] + shift[k];  r = sqrt(|d|² + 1e-30) */

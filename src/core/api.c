@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
+#include "engine.h"
 #include "error.h"
 #include "graph.h"
 #include "model.h"
@@ -91,6 +92,39 @@ const char *ecenet_ctx_error(const ecenet_ctx *ctx) { return ctx ? ctx->err : "c
 const char *ecenet_ctx_backend(const ecenet_ctx *ctx)
 {
     return ctx ? ecn_engine_backend(ctx->engine)->name : NULL;
+}
+
+ecenet_status ecenet_ctx_set_option(ecenet_ctx *ctx, ecenet_option option, long value)
+{
+    if (!ctx)
+        return ECENET_ERR_ARGUMENT;
+    ctx->err[0] = '\0';
+    const ecenet_backend *be = ecn_engine_backend(ctx->engine);
+    switch (option) {
+    case ECENET_OPT_TF32:
+        if (value != 0 && value != 1)
+            return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_ARGUMENT,
+                            "ECENET_OPT_TF32: value %ld, expected 0 or 1", value);
+        if (ecn_engine_set_tf32(ctx->engine, (int)value) != 0)
+            return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_UNSUPPORTED,
+                            "ECENET_OPT_TF32: backend '%s' %s has no TF32 mode (cuda f32 only)",
+                            be->name, be->precision == ECENET_F64 ? "f64" : "f32");
+        return ECENET_OK;
+    case ECENET_OPT_LOW_MEMORY:
+        if (value != 0 && value != 1)
+            return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_ARGUMENT,
+                            "ECENET_OPT_LOW_MEMORY: value %ld, expected 0 or 1", value);
+        ecn_engine_set_low_memory(ctx->engine, (int)value, ctx->engine->chunk_edges);
+        return ECENET_OK;
+    case ECENET_OPT_CHUNK_EDGES:
+        if (value < 0 || value > INT32_MAX)
+            return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_ARGUMENT,
+                            "ECENET_OPT_CHUNK_EDGES: value %ld, expected 0 (automatic) .. %d",
+                            value, (int)INT32_MAX);
+        ecn_engine_set_low_memory(ctx->engine, ctx->engine->low_memory, (int64_t)value);
+        return ECENET_OK;
+    }
+    return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_ARGUMENT, "unknown option %d", (int)option);
 }
 
 static double det3(const double *a)

@@ -8,6 +8,20 @@
 const ecenet_backend *ecn_engine_backend(const ecn_engine *eng) { return eng->be; }
 
 void ecn_engine_set_fused(ecn_engine *eng, int on) { eng->no_fused = !on; }
+
+int ecn_engine_set_tf32(ecn_engine *eng, int on)
+{
+    if (on >= 0 && !eng->be->set_tf32)
+        return -1;
+    eng->tf32 = on < 0 ? -1 : !!on;
+    return 0;
+}
+
+void ecn_engine_set_low_memory(ecn_engine *eng, int on, int64_t chunk_edges)
+{
+    eng->low_memory = !!on;
+    eng->chunk_edges = chunk_edges > 0 ? chunk_edges : 0;
+}
 size_t ecn_engine_param_bytes(const ecn_engine *eng) { return eng->param_bytes; }
 size_t ecn_engine_workspace_bytes(const ecn_engine *eng) { return eng->ws_bytes; }
 
@@ -95,6 +109,7 @@ ecenet_status ecn_engine_create(const ecenet_model *m, const ecenet_backend *be,
         return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory creating the engine");
     eng->be = be;
     eng->model = m;
+    eng->tf32 = -1;
     eng->lin = calloc((size_t)nl, sizeof *eng->lin);
     eng->lin_up = calloc((size_t)nl, sizeof *eng->lin_up);
     eng->rs = calloc((size_t)nl, sizeof *eng->rs);

@@ -24,6 +24,9 @@ struct ecn_engine {
     size_t param_bytes;
     int failed;                          /* an upload failed */
     int no_fused;                        /* ignore the backend's fused entries */
+    int tf32;                            /* -1: backend default, else set every step */
+    int low_memory;                      /* recompute layer activations in the backward */
+    int64_t chunk_edges;                 /* low-memory chunk (0 = automatic) */
     void *ws;                            /* step workspace arena, grown on demand */
     size_t ws_bytes;
 };

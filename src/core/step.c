@@ -76,7 +76,8 @@ typedef struct {
     void *fr_de, *dfr_de, *fr_mp, *dfr_mp, *fr_out, *dfr_out, *fr_film, *dfr_film;
     void *H_film, *gamma;
     void *X0, *X;
-    void *Z[MAX_LAYERS]; /* per layer: (first) linear output */
+    void *Z[MAX_LAYERS]; /* per layer: (first) linear output (low memory: per layer of a chunk) */
+    void *Sin[MAX_LAYERS], *Xc; /* low memory: stage inputs, the chunk's features */
     void *Xmp[MAX_LAYERS], *g[MAX_LAYERS], *w[MAX_LAYERS], *Delta[MAX_LAYERS];
     void *T1[MAX_LAYERS], *R1[MAX_LAYERS], *sc[MAX_LAYERS], *a[MAX_LAYERS]; /* attention MP */
     void *attn_tmp;
@@ -92,6 +93,8 @@ typedef struct {
     ecenet_dims dm;
     int K_de, K_mp, K_out, K_film, n_hid, n_hid_film, n_lin, n_mp_layers, attn, grad;
     int Wn; /* narrow feature width: max(bottleneck_dim, mp_dim, 1) */
+    int lm;        /* low-memory mode */
+    int64_t chunk; /* its edges per chunk */
 } ecn_shape;
 
 static void plan(const ecn_shape *sh, const ecn_config *c, size_t rs, carve *cv, ecn_ws *w)
@@ -145,8 +148,19 @@ static void plan(const ecn_shape *sh, const ecn_config *c, size_t rs, carve *cv,
     w->X =
         RL(E * XE, sep0 ? (sh->K_de ? "dist_embed_fwd" : "chan_scale_fwd") : "edge_frame_fwd", 0);
     w->X0 = sep0 ? RL(E * XE, "edge_frame_fwd", 1) : w->X;
-    for (int k = 0; k < sh->n_lin; k++)
-        w->Z[k] = RL(E * (c->bottleneck_dim ? XW : XE), "linear_fwd", 1);
+    const size_t Zw = c->bottleneck_dim ? XW : XE;
+    if (!sh->lm) {
+        for (int k = 0; k < sh->n_lin; k++)
+            w->Z[k] = RL(E * Zw, "linear_fwd", 1);
+    } else {
+        const size_t C = (size_t)sh->chunk;
+        for (int k = 0; k < c->n_layers; k++)
+            w->Z[k] = RL(C * Zw, "linear_fwd", 0);
+        w->Xc = RL(C * XE, "copy", 0);
+        w->Sin[0] = w->X;
+        for (int g = 1; g < c->n_mp; g++)
+            w->Sin[g] = RL(E * XE, "copy", 1);
+    }
     for (int k = 0; k < sh->n_mp_layers; k++) {
         w->Xmp[k] = RL(E * XE, sh->attn ? "linear_fwd" : "add", 1);
         w->g[k] = RL(E * BS, "mp_pack_unrotate_fwd", 1);
@@ -163,11 +177,13 @@ static void plan(const ecn_shape *sh, const ecn_config *c, size_t rs, carve *cv,
     w->H = RL(E * sh->n_hid, "mlp_fwd", 1);
     w->y = RL(E * sh->K_out, "mlp_fwd", 1);
     w->eps = RL(E, "energy_fwd", 0);
-    w->tF1 = RL(E * XE, "scratch", 0);
+    /* scratch: only the layers use it, unless attention MP does (over all edges) */
+    const size_t ES = sh->lm && !sh->attn ? (size_t)sh->chunk : E;
+    w->tF1 = RL(ES * XE, "scratch", 0);
     w->tF2 = RL(sh->attn ? E * XE : 0, "scratch", 0);
     w->tF3 = RL(sh->attn ? E * XE : 0, "scratch", 0);
-    w->tW1 = RL(E * XW, "scratch", 0);
-    w->tW2 = RL(E * XW, "scratch", 0);
+    w->tW1 = RL(ES * XW, "scratch", 0);
+    w->tW2 = RL(ES * XW, "scratch", 0);
     if (!sh->grad)
         return;
     w->Xbar = RL(E * XE, "backward", 0);
@@ -226,7 +242,20 @@ typedef struct {
     ecn_profile *prof; /* or NULL */
     char sect[48];     /* current section, for profiling */
     int bwd;           /* in the backward */
+    int lm;            /* low-memory mode */
+    int64_t chunk;     /* its edges per chunk */
 } ecn_run;
+
+/* With an NVTX-capable backend every op is also a named range ("section: op"),
+ * so Nsight Systems timelines carry the profiler's names. */
+static void range_push(ecn_run *r, const char *op)
+{
+    if (!r->be->range_push)
+        return;
+    char name[96];
+    snprintf(name, sizeof name, "%s: %s", r->sect, op);
+    r->be->range_push(name);
+}
 
 static double op_begin(ecn_run *r)
 {
@@ -264,7 +293,10 @@ static void op_end(ecn_run *r, const char *op, double t0)
 #define OP(r, name, call)                                                                          \
     do {                                                                                           \
         double t0_ = op_begin(r);                                                                  \
+        range_push(r, name);                                                                       \
         call;                                                                                      \
+        if ((r)->be->range_pop)                                                                    \
+            (r)->be->range_pop();                                                                  \
         op_end(r, name, t0_);                                                                      \
     } while (0)
 
@@ -292,79 +324,198 @@ static void zero(ecn_run *r, void *p, size_t count)
     OP(r, "zero", r->be->zero(p, count * r->rsz));
 }
 
-/* X += layer(X): public X + RealSpace(Linear(X)); bottleneck X + up(RealSpace(down(X))) */
-static void layer_fwd(ecn_run *r, int g, int k)
+/* The residual layers act on each edge independently, so every layer op can
+ * run on a range of edges: `lrange` holds the range's pointers (the whole
+ * step, or one chunk of the low-memory mode). */
+typedef struct {
+    int64_t n;               /* edges in the range */
+    const int32_t *ts, *tt;  /* their source / target types */
+    void *X, *Xbar;          /* features and their gradient */
+    void *Z;                 /* the layer's (first) linear output */
+    void *tF1, *tW1, *tW2;   /* scratch at width F, at the narrow width */
+} lrange;
+
+static void *at(const ecn_run *r, void *base, int64_t e0, size_t per_edge)
 {
-    const ecn_engine *eng = r->eng;
-    const ecenet_backend *be = r->be;
-    ecn_ws *w = r->w;
-    const int li = g * r->c->n_layers + k;
-    const int64_t E = r->dm->E;
-    char name[64];
-    section(r, "stage%d.layer%d", g, k);
-    if (be->layer_fwd && !eng->no_fused && !r->c->bottleneck_dim && r->c->use_nonlinearity) {
-        /* fused: linear -> RealSpace -> residual per tile */
-        OP(r, "layer_fwd",
-           be->layer_fwd(E, &eng->lin[li], &eng->rs[li], w->tsrc, w->ttgt, w->X, w->Z[li]));
-        snprintf(name, sizeof name, "stage%d.layer%d", g, k);
-        emit(r, name, w->X, E * r->XE);
-        return;
-    }
-    OP(r, "linear_fwd", be->linear_fwd(E, &eng->lin[li], w->tsrc, w->ttgt, w->X, w->Z[li]));
-    if (r->c->bottleneck_dim) {
-        snprintf(name, sizeof name, "stage%d.layer%d.linear_down", g, k);
-        emit(r, name, w->Z[li], E * r->XW);
-        OP(r, "realspace_fwd",
-           be->realspace_fwd(E, &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->tW1));
-        OP(r, "linear_fwd", be->linear_fwd(E, &eng->lin_up[li], w->tsrc, w->ttgt, w->tW1, w->tF1));
-        snprintf(name, sizeof name, "stage%d.layer%d.linear_up", g, k);
-        emit(r, name, w->tF1, E * r->XE);
-        OP(r, "add", be->add((int64_t)(E * r->XE), w->tF1, w->X));
-    } else {
-        snprintf(name, sizeof name, "stage%d.layer%d.linear", g, k);
-        emit(r, name, w->Z[li], E * r->XE);
-        if (r->c->use_nonlinearity) {
-            OP(r, "realspace_fwd",
-               be->realspace_fwd(E, &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->tF1));
-            OP(r, "add", be->add((int64_t)(E * r->XE), w->tF1, w->X));
-        } else {
-            OP(r, "add", be->add((int64_t)(E * r->XE), w->Z[li], w->X));
-        }
-    }
-    snprintf(name, sizeof name, "stage%d.layer%d", g, k);
-    emit(r, name, w->X, E * r->XE);
+    return base ? (char *)base + (size_t)e0 * per_edge * r->rsz : NULL;
 }
 
-static void layer_bwd(ecn_run *r, int g, int k)
+/* The whole step's range for layer li (the default mode keeps every Z). */
+static lrange lr_all(const ecn_run *r, int li)
+{
+    const ecn_ws *w = r->w;
+    lrange q = {r->dm->E, w->tsrc, w->ttgt, w->X, w->Xbar, w->Z[li], w->tF1, w->tW1, w->tW2};
+    return q;
+}
+
+static void trace_layer(ecn_run *r, int li, const char *what, const void *data, size_t width)
+{
+    char name[64];
+    const int g = li / r->c->n_layers, k = li % r->c->n_layers;
+    snprintf(name, sizeof name, "stage%d.layer%d%s", g, k, what);
+    emit(r, name, data, (size_t)r->dm->E * width);
+}
+
+/* X += layer(X): public X + RealSpace(Linear(X)); bottleneck X + up(RealSpace(down(X))).
+ * z_only: compute Z and stop (the recompute of a stage's last layer needs no more). */
+static void layer_fwd(ecn_run *r, int li, const lrange *q, int z_only)
 {
     const ecn_engine *eng = r->eng;
     const ecenet_backend *be = r->be;
-    ecn_ws *w = r->w;
-    const int li = g * r->c->n_layers + k;
-    const int64_t E = r->dm->E;
-    if (r->c->bottleneck_dim) {
-        zero(r, w->tW1, E * r->XW);
-        OP(r, "linear_vjp", be->linear_vjp(E, &eng->lin_up[li], w->tsrc, w->ttgt, w->Xbar, w->tW1));
-        zero(r, w->tW2, E * r->XW);
-        OP(r, "realspace_vjp",
-           be->realspace_vjp(E, &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->tW1, w->tW2));
-        OP(r, "linear_vjp", be->linear_vjp(E, &eng->lin[li], w->tsrc, w->ttgt, w->tW2, w->Xbar));
+    const int64_t n = q->n;
+    if (!z_only && be->layer_fwd && !eng->no_fused && !r->c->bottleneck_dim &&
+        r->c->use_nonlinearity) {
+        /* fused: linear -> RealSpace -> residual per tile */
+        OP(r, "layer_fwd", be->layer_fwd(n, &eng->lin[li], &eng->rs[li], q->ts, q->tt, q->X, q->Z));
+        trace_layer(r, li, "", q->X, r->XE);
         return;
     }
-    section(r, "stage%d.layer%d", g, k);
+    OP(r, "linear_fwd", be->linear_fwd(n, &eng->lin[li], q->ts, q->tt, q->X, q->Z));
+    if (z_only)
+        return;
+    if (r->c->bottleneck_dim) {
+        trace_layer(r, li, ".linear_down", q->Z, r->XW);
+        OP(r, "realspace_fwd", be->realspace_fwd(n, &eng->rs[li], q->ts, q->tt, q->Z, q->tW1));
+        OP(r, "linear_fwd", be->linear_fwd(n, &eng->lin_up[li], q->ts, q->tt, q->tW1, q->tF1));
+        trace_layer(r, li, ".linear_up", q->tF1, r->XE);
+        OP(r, "add", be->add((int64_t)(n * r->XE), q->tF1, q->X));
+    } else {
+        trace_layer(r, li, ".linear", q->Z, r->XE);
+        if (r->c->use_nonlinearity) {
+            OP(r, "realspace_fwd", be->realspace_fwd(n, &eng->rs[li], q->ts, q->tt, q->Z, q->tF1));
+            OP(r, "add", be->add((int64_t)(n * r->XE), q->tF1, q->X));
+        } else {
+            OP(r, "add", be->add((int64_t)(n * r->XE), q->Z, q->X));
+        }
+    }
+    trace_layer(r, li, "", q->X, r->XE);
+}
+
+static void layer_bwd(ecn_run *r, int li, const lrange *q)
+{
+    const ecn_engine *eng = r->eng;
+    const ecenet_backend *be = r->be;
+    const int64_t n = q->n;
+    if (r->c->bottleneck_dim) {
+        zero(r, q->tW1, n * r->XW);
+        OP(r, "linear_vjp", be->linear_vjp(n, &eng->lin_up[li], q->ts, q->tt, q->Xbar, q->tW1));
+        zero(r, q->tW2, n * r->XW);
+        OP(r, "realspace_vjp",
+           be->realspace_vjp(n, &eng->rs[li], q->ts, q->tt, q->Z, q->tW1, q->tW2));
+        OP(r, "linear_vjp", be->linear_vjp(n, &eng->lin[li], q->ts, q->tt, q->tW2, q->Xbar));
+        return;
+    }
     if (be->layer_vjp && !eng->no_fused && r->c->use_nonlinearity) {
         OP(r, "layer_vjp",
-           be->layer_vjp(E, &eng->lin[li], &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->Xbar,
-                         w->tF1));
+           be->layer_vjp(n, &eng->lin[li], &eng->rs[li], q->ts, q->tt, q->Z, q->Xbar, q->tF1));
         return;
     }
-    zero(r, w->tF1, E * r->XE);
+    zero(r, q->tF1, n * r->XE);
     if (r->c->use_nonlinearity)
         OP(r, "realspace_vjp",
-           be->realspace_vjp(E, &eng->rs[li], w->tsrc, w->ttgt, w->Z[li], w->Xbar, w->tF1));
+           be->realspace_vjp(n, &eng->rs[li], q->ts, q->tt, q->Z, q->Xbar, q->tF1));
     else
-        OP(r, "add", be->add((int64_t)(E * r->XE), w->Xbar, w->tF1));
-    OP(r, "linear_vjp", be->linear_vjp(E, &eng->lin[li], w->tsrc, w->ttgt, w->tF1, w->Xbar));
+        OP(r, "add", be->add((int64_t)(n * r->XE), q->Xbar, q->tF1));
+    OP(r, "linear_vjp", be->linear_vjp(n, &eng->lin[li], q->ts, q->tt, q->tF1, q->Xbar));
+}
+
+/* Readout MLP and per-edge radial energy weights for a range of edges. */
+static void readout_fwd(ecn_run *r, int64_t e0, int64_t n, void *X)
+{
+    const ecn_ws *w = r->w;
+    const ecn_config *c = r->c;
+    const size_t K = (size_t)r->sh->K_out;
+    ecenet_dims dn = *r->dm; /* the MLP reads only E and the feature sizes */
+    dn.E = n;
+    OP(r, "radial_fwd",
+       r->be->radial_fwd(n, at(r, w->re, e0, 1), c->r_cut_edge, c->n_max_d, c->cutoff_type,
+                         at(r, w->fr_out, e0, K), at(r, w->dfr_out, e0, K)));
+    OP(r, "mlp_fwd",
+       r->be->mlp_fwd(&dn, &r->eng->mlp, w->tsrc + e0, w->ttgt + e0, X,
+                      at(r, w->H, e0, (size_t)r->sh->n_hid), at(r, w->y, e0, (size_t)r->sh->K_out)));
+}
+
+/* ---- stages: default mode and low-memory mode ---------------------------------------------
+
+ * Default: each stage runs its layers in place on X over all edges and keeps
+ * every layer's Z for the backward (n_layers·n_mp tensors of E·2Q·F).
+ *
+ * Low memory: Z is never kept. A stage reads its input Sin[g] (kept: the
+ * post-frame X for stage 0, the MP output for the others) and runs its layers
+ * on one edge chunk at a time in a chunk buffer Xc; the stage output goes to
+ * the next stage's input buffer (on which the MP layer then acts in place),
+ * and the last stage feeds the readout chunk by chunk, so the final features
+ * never exist for all edges at once. The backward recomputes each chunk's Z
+ * from Sin[g] and runs the layer VJPs on it right away. */
+static void stage_fwd(ecn_run *r, int g)
+{
+    ecn_ws *w = r->w;
+    const int nl = r->c->n_layers, last = g + 1 == r->c->n_mp;
+    if (!r->lm) {
+        for (int k = 0; k < nl; k++) {
+            section(r, "stage%d.layer%d", g, k);
+            lrange q = lr_all(r, g * nl + k);
+            layer_fwd(r, g * nl + k, &q, 0);
+        }
+        if (last) {
+            section(r, "readout", 0, 0);
+            readout_fwd(r, 0, r->dm->E, w->X);
+        }
+        return;
+    }
+    const int64_t E = r->dm->E, C = r->chunk;
+    for (int64_t e0 = 0; e0 < E; e0 += C) {
+        const int64_t n = E - e0 < C ? E - e0 : C;
+        section(r, "stage%d", g, 0);
+        OP(r, "copy", r->be->copy(w->Xc, at(r, w->Sin[g], e0, r->XE), (size_t)n * r->XE * r->rsz));
+        lrange q = {n, w->tsrc + e0, w->ttgt + e0, w->Xc, NULL, w->Z[0], w->tF1, w->tW1, w->tW2};
+        for (int k = 0; k < nl; k++) {
+            section(r, "stage%d.layer%d", g, k);
+            layer_fwd(r, g * nl + k, &q, 0);
+        }
+        if (last) {
+            section(r, "readout", 0, 0);
+            readout_fwd(r, e0, n, w->Xc);
+        } else {
+            section(r, "stage%d", g, 0);
+            OP(r, "copy", r->be->copy(at(r, w->Sin[g + 1], e0, r->XE), w->Xc,
+                                      (size_t)n * r->XE * r->rsz));
+        }
+    }
+    if (!last)
+        w->X = w->Sin[g + 1]; /* the MP layer acts in place on the stage output */
+}
+
+static void stage_bwd(ecn_run *r, int g)
+{
+    ecn_ws *w = r->w;
+    const int nl = r->c->n_layers;
+    if (!r->lm) {
+        for (int k = nl - 1; k >= 0; k--) {
+            section(r, "stage%d.layer%d", g, k);
+            lrange q = lr_all(r, g * nl + k);
+            layer_bwd(r, g * nl + k, &q);
+        }
+        return;
+    }
+    const int64_t E = r->dm->E, C = r->chunk;
+    for (int64_t e0 = 0; e0 < E; e0 += C) {
+        const int64_t n = E - e0 < C ? E - e0 : C;
+        section(r, "stage%d", g, 0);
+        OP(r, "copy", r->be->copy(w->Xc, at(r, w->Sin[g], e0, r->XE), (size_t)n * r->XE * r->rsz));
+        lrange q = {n, w->tsrc + e0, w->ttgt + e0, w->Xc, at(r, w->Xbar, e0, r->XE), NULL,
+                    w->tF1, w->tW1, w->tW2};
+        for (int k = 0; k < nl; k++) { /* recompute */
+            section(r, "stage%d.layer%d", g, k);
+            q.Z = w->Z[k];
+            layer_fwd(r, g * nl + k, &q, k == nl - 1);
+        }
+        for (int k = nl - 1; k >= 0; k--) {
+            section(r, "stage%d.layer%d", g, k);
+            q.Z = w->Z[k];
+            layer_bwd(r, g * nl + k, &q);
+        }
+    }
 }
 
 /* Public MP layer q (SPEC §13): X += unpack(Δ[edge_i]·D), Δ = scatter(pack(X)·Dᵀ ⊙ w). */
@@ -568,6 +719,21 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
         sh.Wn = 1;
     if (sh.n_lin > MAX_LAYERS)
         return ecn_fail(err, err_len, ECENET_ERR_UNSUPPORTED, "more than %d layers", MAX_LAYERS);
+    /* low memory (not while tracing: the trace wants every layer over all edges) */
+    sh.lm = eng->low_memory && !out->trace && dm->E > 0;
+    if (sh.lm) {
+        const size_t XE = (size_t)dm->Q * 2 * dm->F, XW = (size_t)dm->Q * 2 * sh.Wn;
+        const size_t per_edge = be->real_size * ((size_t)c->n_layers * (c->bottleneck_dim ? XW : XE) +
+                                                 XE + (sh.attn ? 0 : XE + 2 * XW));
+        sh.chunk = eng->chunk_edges > 0 ? eng->chunk_edges
+                                         : (int64_t)(((size_t)256 << 20) / per_edge);
+        if (sh.chunk < 1)
+            sh.chunk = 1;
+        if (sh.chunk > dm->E)
+            sh.chunk = dm->E;
+    }
+    if (eng->tf32 >= 0 && be->set_tf32)
+        be->set_tf32(eng->tf32);
 
     /* size the arena, grow it if needed, carve */
     const double t_start = out->prof ? (be->sync(), be->now()) : 0.0;
@@ -606,7 +772,9 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
                  0,
                  out->prof,
                  "inputs",
-                 0};
+                 0,
+                 sh.lm,
+                 sh.chunk};
     if (out->prof)
         out->prof->workspace_bytes = cv.off;
     const size_t XE = r.XE;
@@ -695,8 +863,7 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
 
     /* stages of residual layers with message passing between them (§10-§13, §17.3) */
     for (int g = 0; g < c->n_mp; g++) {
-        for (int k = 0; k < c->n_layers; k++)
-            layer_fwd(&r, g, k);
+        stage_fwd(&r, g); /* the last stage runs the readout MLP too */
         if (g + 1 == c->n_mp)
             break;
         if (sh.attn)
@@ -710,9 +877,6 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
 
     /* readout and energy (§14) */
     section(&r, "readout", 0, 0);
-    OP(&r, "radial_fwd",
-       be->radial_fwd(E, w.re, c->r_cut_edge, c->n_max_d, c->cutoff_type, w.fr_out, w.dfr_out));
-    OP(&r, "mlp_fwd", be->mlp_fwd(dm, &eng->mlp, w.tsrc, w.ttgt, w.X, w.H, w.y));
     OP(&r, "energy_fwd", be->energy_fwd(E, sh.K_out, w.y, w.fr_out, w.eps));
     emit(&r, "per_edge_energy", w.eps, (size_t)E);
     double energy = 0.0;
@@ -735,8 +899,7 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
         OP(&r, "mlp_vjp", be->mlp_vjp(dm, &eng->mlp, w.tsrc, w.ttgt, w.H, w.ybar, w.Xbar));
         OP(&r, "radial_vjp", be->radial_vjp(E, c->n_max_d, w.dfr_out, w.frbar_out, w.rbar_e));
         for (int g = c->n_mp - 1; g >= 0; g--) {
-            for (int k = c->n_layers - 1; k >= 0; k--)
-                layer_bwd(&r, g, k);
+            stage_bwd(&r, g);
             if (g == 0)
                 break;
             if (sh.attn)

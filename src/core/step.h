@@ -66,6 +66,12 @@ size_t ecn_engine_workspace_bytes(const ecn_engine *eng);
 
 /* Use the backend's fused entries when it has them (default on). */
 void ecn_engine_set_fused(ecn_engine *eng, int on);
+/* TF32 GEMMs (-1: leave the backend's setting; 0/1: set at every step).
+ * Returns 0, or -1 if the backend has no TF32 mode. */
+int ecn_engine_set_tf32(ecn_engine *eng, int on);
+/* Low-memory mode (recompute the layers in edge chunks in the backward);
+ * chunk_edges 0 = automatic. */
+void ecn_engine_set_low_memory(ecn_engine *eng, int on, int64_t chunk_edges);
 
 typedef struct {
     double energy;            /* model units: Σ per-edge energies + Σ atomic_energy */

@@ -47,6 +47,21 @@ static void be_zero(void *p, size_t bytes)
     }
 }
 
+static void be_copy(void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+    const size_t chunk = (size_t)1 << 20;
+    const int64_t nc = (int64_t)((bytes + chunk - 1) / chunk);
+    char *d = dst;
+    const char *s = src;
+#pragma omp parallel for schedule(static) if (nc > 1)
+    for (int64_t k = 0; k < nc; k++) {
+        size_t o = (size_t)k * chunk;
+        memcpy(d + o, s + o, bytes - o < chunk ? bytes - o : chunk);
+    }
+}
+
 static void be_upload(void *dst_, const double *src, size_t n)
 {
     real *dst = dst_;
@@ -242,6 +257,7 @@ const ecenet_backend OMP_FN(ecn_omp_backend) = {
     .alloc = be_alloc,
     .release = be_release,
     .zero = be_zero,
+    .copy = be_copy,
     .upload = be_upload,
     .download = be_download,
     .upload_idx = be_upload_idx,

@@ -9,6 +9,7 @@
 static void *ref_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
 static void ref_release(void *p) { free(p); }
 static void ref_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
+static void ref_copy(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
 static void ref_upload(void *dst, const double *src, size_t n) { if (n) memcpy(dst, src, n * sizeof(double)); }
 static void ref_download(double *dst, const void *src, size_t n) { if (n) memcpy(dst, src, n * sizeof(double)); }
 static void ref_upload_idx(int32_t *dst, const int32_t *src, size_t n) { if (n) memcpy(dst, src, n * sizeof(int32_t)); }
@@ -27,6 +28,7 @@ const ecenet_backend ecn_ref_backend = {
     .alloc = ref_alloc,
     .release = ref_release,
     .zero = ref_zero,
+    .copy = ref_copy,
     .upload = ref_upload,
     .download = ref_download,
     .upload_idx = ref_upload_idx,
