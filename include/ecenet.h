@@ -99,9 +99,10 @@ const char *ecenet_ctx_backend(const ecenet_ctx *ctx);
  *  ECENET_OPT_TF32        1: the cuda backend's fp32 equivariant-linear GEMMs
  *                         run on TF32 tensor cores (about 3x faster GEMMs,
  *                         ~1e-3 relative error in energies); 0: strict fp32.
- *                         Unset, the environment variable ECENET_TF32=1
- *                         decides. Only cuda f32 accepts it (ECENET_ERR_UNSUPPORTED
- *                         otherwise).
+ *                         Default: 1 if the environment variable ECENET_TF32=1
+ *                         when the backend was first used, else 0. Only cuda
+ *                         f32 accepts it (ECENET_ERR_UNSUPPORTED otherwise);
+ *                         contexts do not affect each other.
  *  ECENET_OPT_LOW_MEMORY  1: keep no per-layer activations for the backward;
  *                         the layers of each stage are recomputed in edge
  *                         chunks during the backward. Same results (to the

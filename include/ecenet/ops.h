@@ -115,7 +115,7 @@ typedef struct ecenet_backend {
     void (*sync)(void);
     /* optional (NULL if absent): named ranges around every op for external
      * timeline tools (NVTX on CUDA), and the TF32 switch of fp32 GEMMs
-     * (returns 0 if the backend cannot honour the request) */
+     * (on = 0/1 sets, on < 0 only asks; returns the setting now in effect) */
     void (*range_push)(const char *name);
     void (*range_pop)(void);
     int (*set_tf32)(int on);

@@ -21,8 +21,9 @@ const char ecn_bench_usage[] =
     "                    [--backend LIST] [--n-warmup K] [--n-time K] [--seed S]\n"
     "\n"
     "Times the forward (energy) and the joint energy+forces step of each\n"
-    "backend in LIST (comma separated NAME[:f64|f32], default: every compiled\n"
-    "backend in every precision it has) on a rattled N×N×N cubic diamond box\n"
+    "backend in LIST (comma separated NAME[:f64|f32|tf32][+lowmem], default:\n"
+    "every compiled backend in every precision it has; tf32 = f32 with TF32\n"
+    "GEMMs, +lowmem = the low-memory mode) on a rattled N×N×N cubic diamond box\n"
     "(a = 3.567 A, sigma = 0.05 A, seeded), side by side in one process. Prints\n"
     "medians, ns per edge, parameter and workspace memory, and ratios against\n"
     "the first backend. Threads: OMP_NUM_THREADS. No model file or data needed.\n"
@@ -39,7 +40,7 @@ const char ecn_bench_usage[] =
 
 typedef struct {
     char name[32];
-    int prec;
+    int prec, tf32, lowmem;
     double fwd, joint, energy, fmax_diff;
     size_t params, ws;
     int ok;
@@ -82,6 +83,12 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
     ecn_engine *eng = NULL;
     if (ecn_engine_create(m, be, &eng, row->err, sizeof row->err) != ECENET_OK)
         return;
+    if (row->tf32 && ecn_engine_set_tf32(eng, 1) != 0) {
+        snprintf(row->err, sizeof row->err, "backend '%.31s' (f32) has no TF32 mode", row->name);
+        ecn_engine_free(eng);
+        return;
+    }
+    ecn_engine_set_low_memory(eng, row->lowmem, 0);
     double tf[MAX_RUNS], tj[MAX_RUNS];
     ecn_step_in in = {n, pos, types, g};
     for (int joint = 0; joint < 2; joint++)
@@ -205,6 +212,17 @@ int ecn_cmd_bench(int argc, char **argv)
         snprintf(buf, sizeof buf, "%s", names);
     }
     for (char *tok = strtok(buf, ","); tok && nrows < 16; tok = strtok(NULL, ",")) {
+        char *plus = strchr(tok, '+');
+        int lowmem = 0, tf32 = 0;
+        if (plus) {
+            *plus = '\0';
+            if (strcmp(plus + 1, "lowmem")) {
+                fprintf(stderr, "ecenet bench: bad mode '+%s' (+lowmem)\n", plus + 1);
+                rc = 2;
+                goto done;
+            }
+            lowmem = 1;
+        }
         char *colon = strchr(tok, ':');
         int precs[2] = {ECENET_F64, ECENET_F32}, np = 2;
         if (colon) {
@@ -213,8 +231,10 @@ int ecn_cmd_bench(int argc, char **argv)
                 np = 1;
             else if (!strcmp(colon + 1, "f32"))
                 precs[0] = ECENET_F32, np = 1;
+            else if (!strcmp(colon + 1, "tf32"))
+                precs[0] = ECENET_F32, np = 1, tf32 = 1;
             else {
-                fprintf(stderr, "ecenet bench: bad precision '%s' (f64, f32)\n", colon + 1);
+                fprintf(stderr, "ecenet bench: bad precision '%s' (f64, f32, tf32)\n", colon + 1);
                 rc = 2;
                 goto done;
             }
@@ -227,6 +247,8 @@ int ecn_cmd_bench(int argc, char **argv)
             memset(&rows[nrows], 0, sizeof rows[nrows]);
             snprintf(rows[nrows].name, sizeof rows[nrows].name, "%s", tok);
             rows[nrows].prec = precs[q];
+            rows[nrows].tf32 = tf32;
+            rows[nrows].lowmem = lowmem;
             nrows++;
         }
     }
@@ -241,15 +263,17 @@ int ecn_cmd_bench(int argc, char **argv)
     const char *omp = getenv("OMP_NUM_THREADS");
     printf("  medians of %d runs after %d warm-up; OMP_NUM_THREADS=%s\n\n", n_time, n_warmup,
            omp ? omp : "(unset)");
-    printf("%-8s %-4s %12s %12s %10s %10s %10s %8s %8s %11s %11s\n", "backend", "prec",
+    printf("%-8s %-11s %12s %12s %10s %10s %10s %8s %8s %11s %11s\n", "backend", "prec",
            "forward[s]", "joint[s]", "ns/edge", "params[MB]", "work[MB]", "x fwd", "x joint",
            "dE/E 1st", "dF/Fmax 1st");
     for (int k = 0; k < nrows; k++) {
         bench_row *r = &rows[k];
         run_one(r, m, &g, n, pos, types, n_warmup, n_time, k == 0 ? f0 : forces);
-        const char *pn = r->prec == ECENET_F64 ? "f64" : "f32";
+        char pn[16];
+        snprintf(pn, sizeof pn, "%s%s", r->prec == ECENET_F64 ? "f64" : r->tf32 ? "tf32" : "f32",
+                 r->lowmem ? "+lowmem" : "");
         if (!r->ok) {
-            printf("%-8s %-4s  failed: %s\n", r->name, pn, r->err);
+            printf("%-8s %-11s  failed: %s\n", r->name, pn, r->err);
             continue;
         }
         /* agreement with the first row: a sanity check of every timed result */
@@ -263,7 +287,7 @@ int ecn_cmd_bench(int argc, char **argv)
             e_rel = fabs(r->energy - rows[0].energy) / fmax(fabs(rows[0].energy), 1e-300);
             f_rel = fd / fmax(fm, 1e-300);
         }
-        printf("%-8s %-4s %12.4f %12.4f %10.1f %10.1f %10.1f %8.2f %8.2f %11.2e %11.2e\n",
+        printf("%-8s %-11s %12.4f %12.4f %10.1f %10.1f %10.1f %8.2f %8.2f %11.2e %11.2e\n",
                r->name, pn, r->fwd, r->joint, 1e9 * r->joint / (double)(g.edges.n ? g.edges.n : 1),
                r->params / 1e6, r->ws / 1e6, rows[0].ok ? rows[0].fwd / r->fwd : NAN,
                rows[0].ok ? rows[0].joint / r->joint : NAN, e_rel, f_rel);

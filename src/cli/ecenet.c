@@ -43,7 +43,7 @@ static const command commands[] = {
     {"compute", cmd_compute,
      "energy, forces and stress of every frame of an extended XYZ file",
      "usage: ecenet compute --model MODEL [--backend NAME] [--precision f64|f32]\n"
-     "                      INPUT.extxyz [-o OUTPUT.extxyz]\n"
+     "                      [--tf32] [--low-memory] INPUT.extxyz [-o OUTPUT.extxyz]\n"
      "\n"
      "Reads every frame of INPUT (\"-\" = standard input), computes the energy,\n"
      "the forces and, for periodic frames, the stress, and writes the same\n"
@@ -55,7 +55,11 @@ static const command commands[] = {
      "  -m, --model MODEL       model file (.safetensors)\n"
      "  -b, --backend NAME      backend (default: $ECENET_BACKEND, else ref)\n"
      "  -p, --precision P       f64 (default, or $ECENET_PRECISION) or f32\n"
-     "  -o, --output FILE       output file (\"-\" = standard output)\n"},
+     "  -o, --output FILE       output file (\"-\" = standard output)\n"
+     "      --tf32              TF32 tensor-core GEMMs (cuda f32 only; ~1e-3 rel.)\n"
+     "      --low-memory        recompute layer activations in the backward in\n"
+     "                          edge chunks: a fraction of the memory, ~1 more\n"
+     "                          forward pass of the layers in time\n"},
     {"info", cmd_info,
      "describe a model file: variant, elements, cutoffs, configuration",
      "usage: ecenet info MODEL\n"
@@ -210,7 +214,7 @@ static int cmd_compute(int argc, char **argv)
     ecenet_ctx *ctx = NULL;
     exyz_file file;
     char err[1024];
-    int i, rc = EXIT_FAILURE, only_positional = 0;
+    int i, rc = EXIT_FAILURE, only_positional = 0, tf32 = 0, low_memory = 0;
     size_t k;
 
     memset(&file, 0, sizeof file);
@@ -225,6 +229,10 @@ static int cmd_compute(int argc, char **argv)
             if (is_help(a)) {
                 print_command_usage("compute");
                 return 0;
+            }
+            if (strcmp(a, "--tf32") == 0 || strcmp(a, "--low-memory") == 0) {
+                *(a[2] == 't' ? &tf32 : &low_memory) = 1;
+                continue;
             }
             if ((got = take_option(argc, argv, &i, "-m", "--model", &model_path)) ||
                 (got = take_option(argc, argv, &i, "-b", "--backend", &backend)) ||
@@ -275,6 +283,11 @@ static int cmd_compute(int argc, char **argv)
         else
             error("cannot create a context for backend '%s'",
                   backend ? backend : "(default)");
+        goto done;
+    }
+    if ((tf32 && ecenet_ctx_set_option(ctx, ECENET_OPT_TF32, 1) != ECENET_OK) ||
+        (low_memory && ecenet_ctx_set_option(ctx, ECENET_OPT_LOW_MEMORY, 1) != ECENET_OK)) {
+        error("%s", ecenet_ctx_error(ctx));
         goto done;
     }
 

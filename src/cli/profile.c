@@ -26,7 +26,7 @@
 const char ecn_profile_usage[] =
     "usage: ecenet profile (--model FILE | --config bench|small)\n"
     "                      [--diamond N | INPUT.extxyz] [--backend B] [--precision f64|f32]\n"
-    "                      [--tf32] [--n-warmup K] [--n-time K] [--op-profile]\n"
+    "                      [--tf32] [--low-memory] [--n-warmup K] [--n-time K] [--op-profile]\n"
     "                      [--profile-rows N] [--json FILE] [--seed S]\n"
     "\n"
     "Per-section forward timings (fused ops on their own line, the unfused\n"
@@ -35,7 +35,9 @@ const char ecn_profile_usage[] =
     "instrumented forward and one joint step (self time, and workspace memory\n"
     "per producing op). Medians of --n-time runs (default 10) after --n-warmup\n"
     "(default 3). The structure is the first frame of INPUT or a rattled\n"
-    "diamond box (--diamond N, default 3). --json writes the same numbers.\n";
+    "diamond box (--diamond N, default 3). --json writes the same numbers.\n"
+    "--tf32: TF32 GEMMs (cuda f32 only); --low-memory: the low-memory mode\n"
+    "(layers recomputed in edge chunks in the backward).\n";
 
 #define MAX_RUNS 64
 #define MAX_LINES 1024
@@ -118,6 +120,7 @@ static const char *op_label(const char *op)
         {"dist_embed_fwd", "distance embedding"},
         {"film_fwd", "FiLM gate"},
         {"chan_scale_fwd", "FiLM scale"},
+        {"copy", "chunk copy (low memory)"},
     };
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
         if (!strcmp(map[k][0], op))
@@ -156,7 +159,7 @@ static void capture_free(capture_t *c)
 
 typedef struct {
     const char *model_name, *input, *backend, *json;
-    int prec, tf32, n_warmup, n_time, op_profile, rows, ndia, seed;
+    int prec, tf32, lowmem, n_warmup, n_time, op_profile, rows, ndia, seed;
 } opts_t;
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -289,6 +292,12 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
         fprintf(stderr, "ecenet profile: %s\n", err);
         goto done;
     }
+    if (o->tf32 && ecn_engine_set_tf32(eng, 1) != 0) {
+        fprintf(stderr, "ecenet profile: --tf32: backend %s %s has no TF32 mode (cuda f32 only)\n",
+                be->name, o->prec == ECENET_F64 ? "f64" : "f32");
+        goto done;
+    }
+    ecn_engine_set_low_memory(eng, o->lowmem, 0);
     ecn_step_in in = {n, pos, types, &g};
     lines_t fwd = {store, 0}, unf = {store + MAX_LINES, 0}, jnt = {store + 2 * MAX_LINES, 0};
     double tf[MAX_RUNS], tj[MAX_RUNS], tu[MAX_RUNS];
@@ -331,10 +340,10 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
     }
 
     const ecn_config *c = &m->cfg;
-    printf("ecenet profile: backend %s %s%s; model %s (l_max %d, m_max %d, embed_dim %d, F %d, "
+    printf("ecenet profile: backend %s %s%s%s; model %s (l_max %d, m_max %d, embed_dim %d, F %d, "
            "%d x %d layers)\n",
-           be->name, o->prec == ECENET_F64 ? "f64" : "f32", o->tf32 ? " (--tf32: no effect on "
-                                                                      "this backend)" : "",
+           be->name, o->prec == ECENET_F64 ? "f64" : "f32", o->tf32 ? " with TF32 GEMMs" : "",
+           o->lowmem ? ", low-memory mode" : "",
            o->model_name, c->l_max, c->m_max, c->embed_dim, c->F, c->n_mp, c->n_layers);
     printf("  %zu atoms, %lld edges, %lld neighbour pairs; medians of %d runs after %d warm-up;"
            " ops timed with the backend timer, synchronised per op\n",
@@ -378,7 +387,10 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
         }
         /* after the last line of a fused layer section: its unfused reference */
         const int end = q + 1 == fwd.n || strcmp(fwd.l[q + 1].section, ln->section);
-        if (fused && end && !strncmp(ln->section, "stage", 5)) {
+        int has_fused = 0;
+        for (int r = 0; r < fwd.n; r++)
+            has_fused |= !strcmp(fwd.l[r].section, ln->section) && !strcmp(fwd.l[r].op, "layer_fwd");
+        if (fused && end && has_fused) {
             for (int r = 0; r < unf.n; r++)
                 if (!strcmp(unf.l[r].section, ln->section) && !unf.l[r].vjp) {
                     snprintf(lab, sizeof lab, "%s (%s) (unfused ref)", op_label(unf.l[r].op),
@@ -503,6 +515,8 @@ int ecn_cmd_profile(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--tf32")) {
             o.tf32 = 1, takes = 0;
+        } else if (!strcmp(a, "--low-memory")) {
+            o.lowmem = 1, takes = 0;
         } else if (!strcmp(a, "--op-profile")) {
             o.op_profile = 1, takes = 0;
         } else if (a[0] != '-') {

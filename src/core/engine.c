@@ -11,9 +11,9 @@ void ecn_engine_set_fused(ecn_engine *eng, int on) { eng->no_fused = !on; }
 
 int ecn_engine_set_tf32(ecn_engine *eng, int on)
 {
-    if (on >= 0 && !eng->be->set_tf32)
+    if (!eng->be->set_tf32)
         return -1;
-    eng->tf32 = on < 0 ? -1 : !!on;
+    eng->tf32 = on < 0 ? eng->be->set_tf32(-1) : !!on;
     return 0;
 }
 
@@ -109,7 +109,7 @@ ecenet_status ecn_engine_create(const ecenet_model *m, const ecenet_backend *be,
         return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory creating the engine");
     eng->be = be;
     eng->model = m;
-    eng->tf32 = -1;
+    eng->tf32 = be->set_tf32 ? be->set_tf32(-1) : -1; /* the process default (ECENET_TF32) */
     eng->lin = calloc((size_t)nl, sizeof *eng->lin);
     eng->lin_up = calloc((size_t)nl, sizeof *eng->lin_up);
     eng->rs = calloc((size_t)nl, sizeof *eng->rs);

@@ -95,6 +95,7 @@ typedef struct {
     int Wn; /* narrow feature width: max(bottleneck_dim, mp_dim, 1) */
     int lm;        /* low-memory mode */
     int64_t chunk; /* its edges per chunk */
+    int mp_alias;  /* low memory, public MP: its gradients in the dead stage input */
 } ecn_shape;
 
 static void plan(const ecn_shape *sh, const ecn_config *c, size_t rs, carve *cv, ecn_ws *w)
@@ -195,8 +196,8 @@ static void plan(const ecn_shape *sh, const ecn_config *c, size_t rs, carve *cv,
     w->dbar_e = RL(3 * E, "backward", 0);
     w->rbar_e = RL(E, "backward", 0);
     w->dbar_p = RL(3 * P, "backward", 0);
-    w->gbar = RL(E * BS, "backward", 0);
-    w->wbar = RL(E * F, "backward", 0);
+    w->gbar = RL(sh->mp_alias ? 0 : E * BS, "backward", 0);
+    w->wbar = RL(sh->mp_alias ? 0 : E * F, "backward", 0);
     w->Deltabar = RL(N * BS, "backward", 0);
     w->sbar = RL(E * K, "backward", 0);
     w->fcbar = RL(E, "backward", 0);
@@ -541,17 +542,22 @@ static void mp_edge_bwd(ecn_run *r, int q)
     ecn_ws *w = r->w;
     const ecenet_dims *dm = r->dm;
     zero(r, w->Deltabar, (size_t)dm->N * dm->B * dm->S);
-    zero(r, w->gbar, (size_t)dm->E * dm->B * dm->S);
-    zero(r, w->wbar, (size_t)dm->E * dm->F);
+    /* low memory: the next stage's input is dead once its backward ran and
+     * holds the message gradients (plan() checked that they fit) */
+    const size_t BS = (size_t)dm->B * dm->S;
+    void *gbar = r->sh->mp_alias ? w->Sin[q + 1] : w->gbar;
+    void *wbar = r->sh->mp_alias ? at(r, w->Sin[q + 1], dm->E, BS) : w->wbar;
+    zero(r, gbar, (size_t)dm->E * BS);
+    zero(r, wbar, (size_t)dm->E * dm->F);
     OP(r, "mp_rotate_unpack_vjp",
        be->mp_rotate_unpack_vjp(dm, w->edge_i, w->Delta[q], w->D, w->Xbar, w->Deltabar, w->Dbar));
     OP(r, "mp_scatter_vjp",
-       be->mp_scatter_vjp(dm, w->edge_j, w->g[q], w->w[q], w->Deltabar, w->gbar, w->wbar));
+       be->mp_scatter_vjp(dm, w->edge_j, w->g[q], w->w[q], w->Deltabar, gbar, wbar));
     OP(r, "mp_weight_vjp",
-       be->mp_weight_vjp(dm, r->sh->K_mp, w->tsrc, w->ttgt, r->eng->W_msg[q], w->wbar,
+       be->mp_weight_vjp(dm, r->sh->K_mp, w->tsrc, w->ttgt, r->eng->W_msg[q], wbar,
                          w->frbar_mp));
     OP(r, "mp_pack_unrotate_vjp",
-       be->mp_pack_unrotate_vjp(dm, w->Xmp[q], w->D, w->gbar, w->Xbar, w->Dbar));
+       be->mp_pack_unrotate_vjp(dm, w->Xmp[q], w->D, gbar, w->Xbar, w->Dbar));
 }
 
 /* Research attention MP layer q (SPEC §17.3). Xmp holds the message m = u + X. */
@@ -677,8 +683,8 @@ static void zero_grads(ecn_run *r)
     zero(r, w->virial, 9);
 }
 
-ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out, char *err,
-                       size_t err_len)
+static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out,
+                              char *err, size_t err_len)
 {
     const ecenet_backend *be = eng->be;
     const ecenet_model *m = eng->model;
@@ -731,9 +737,8 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
             sh.chunk = 1;
         if (sh.chunk > dm->E)
             sh.chunk = dm->E;
+        sh.mp_alias = !sh.attn && (size_t)dm->B * dm->S + (size_t)dm->F <= XE;
     }
-    if (eng->tf32 >= 0 && be->set_tf32)
-        be->set_tf32(eng->tf32);
 
     /* size the arena, grow it if needed, carve */
     const double t_start = out->prof ? (be->sync(), be->now()) : 0.0;
@@ -968,4 +973,19 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
     }
     out->energy = energy;
     return ECENET_OK;
+}
+
+/* The engine's TF32 setting holds for its steps only (the backend's switch is
+ * process-wide). */
+ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out, char *err,
+                       size_t err_len)
+{
+    const ecenet_backend *be = eng->be;
+    const int prev = be->set_tf32 && eng->tf32 >= 0 ? be->set_tf32(-1) : -1;
+    if (prev >= 0)
+        be->set_tf32(eng->tf32);
+    ecenet_status st = step_run(eng, in, out, err, err_len);
+    if (prev >= 0)
+        be->set_tf32(prev);
+    return st;
 }

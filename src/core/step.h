@@ -66,8 +66,10 @@ size_t ecn_engine_workspace_bytes(const ecn_engine *eng);
 
 /* Use the backend's fused entries when it has them (default on). */
 void ecn_engine_set_fused(ecn_engine *eng, int on);
-/* TF32 GEMMs (-1: leave the backend's setting; 0/1: set at every step).
- * Returns 0, or -1 if the backend has no TF32 mode. */
+/* TF32 GEMMs of this engine (0/1; -1: the backend's process default, which
+ * is also what a new engine starts with). Applied for the duration of each
+ * step, so engines do not affect each other. Returns 0, or -1 if the backend
+ * has no TF32 mode. */
 int ecn_engine_set_tf32(ecn_engine *eng, int on);
 /* Low-memory mode (recompute the layers in edge chunks in the backward);
  * chunk_edges 0 = automatic. */

@@ -279,8 +279,9 @@ static void be_range_pop(void) { nvtxRangePop(); }
 
 static int be_set_tf32(int on)
 {
-    ecn_cu::state().tf32 = on ? 1 : 0;
-    return 1;
+    if (on >= 0)
+        ecn_cu::state().tf32 = on ? 1 : 0;
+    return ecn_cu::state().tf32;
 }
 
 template <typename T> static ecenet_backend make()
