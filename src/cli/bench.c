@@ -19,6 +19,7 @@
 const char ecn_bench_usage[] =
     "usage: ecenet bench [--config bench|small | --model FILE] [--diamond N]\n"
     "                    [--backend LIST] [--n-warmup K] [--n-time K] [--seed S]\n"
+    "                    [--chunk-edges N]\n"
     "\n"
     "Times the forward (energy) and the joint energy+forces step of each\n"
     "backend in LIST (comma separated NAME[:f64|f32|tf32][+lowmem], default:\n"
@@ -34,7 +35,8 @@ const char ecn_bench_usage[] =
     "  --diamond N      box of N^3 cubic cells (default 3: 216 atoms)\n"
     "  --n-warmup K     untimed runs per backend (default 1)\n"
     "  --n-time K       timed runs per backend (default 3)\n"
-    "  --seed S         seed of the weights and the rattle (default 1)\n";
+    "  --seed S         seed of the weights and the rattle (default 1)\n"
+    "  --chunk-edges N  edges per chunk of the +lowmem rows (default 0: automatic)\n";
 
 #define MAX_RUNS 64
 
@@ -72,7 +74,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 /* One backend: median forward and joint times; forces kept for comparison. */
 static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, size_t n,
                     const double *pos, const int32_t *types, int n_warmup, int n_time,
-                    double *forces)
+                    int chunk, double *forces)
 {
     const ecenet_backend *be = ecn_backend_get(row->name, row->prec);
     if (!be) {
@@ -88,7 +90,7 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
         ecn_engine_free(eng);
         return;
     }
-    ecn_engine_set_low_memory(eng, row->lowmem, 0);
+    ecn_engine_set_low_memory(eng, row->lowmem, chunk);
     double tf[MAX_RUNS], tj[MAX_RUNS];
     ecn_step_in in = {n, pos, types, g};
     for (int joint = 0; joint < 2; joint++)
@@ -117,7 +119,7 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
 int ecn_cmd_bench(int argc, char **argv)
 {
     const char *config = "bench", *model_path = NULL, *list = NULL;
-    int ndia = 3, n_warmup = 1, n_time = 3, seed = 1;
+    int ndia = 3, n_warmup = 1, n_time = 3, seed = 1, chunk = 0;
     for (int k = 1; k < argc; k++) {
         const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
         int bad = 0;
@@ -138,6 +140,8 @@ int ecn_cmd_bench(int argc, char **argv)
             bad = parse_int(v, 1, MAX_RUNS, &n_time);
         } else if (!strcmp(a, "--seed") && v) {
             bad = parse_int(v, 0, 1 << 30, &seed);
+        } else if (!strcmp(a, "--chunk-edges") && v) {
+            bad = parse_int(v, 0, 1 << 30, &chunk);
         } else {
             fprintf(stderr, "ecenet bench: unknown or incomplete option '%s'\n%s", a,
                     ecn_bench_usage);
@@ -268,7 +272,7 @@ int ecn_cmd_bench(int argc, char **argv)
            "dE/E 1st", "dF/Fmax 1st");
     for (int k = 0; k < nrows; k++) {
         bench_row *r = &rows[k];
-        run_one(r, m, &g, n, pos, types, n_warmup, n_time, k == 0 ? f0 : forces);
+        run_one(r, m, &g, n, pos, types, n_warmup, n_time, chunk, k == 0 ? f0 : forces);
         char pn[16];
         snprintf(pn, sizeof pn, "%s%s", r->prec == ECENET_F64 ? "f64" : r->tf32 ? "tf32" : "f32",
                  r->lowmem ? "+lowmem" : "");
