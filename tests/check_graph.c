@@ -5,7 +5,9 @@
  * fractional coordinates and the perpendicular widths), in the order
  * i, j, n_a, n_b, n_c — which is exactly the order ecn_graph_build promises.
  * The reference computes shifts and distances with the same floating-point
- * expressions as the library, so the lists must be identical. */
+ * expressions as the library, so the lists must be identical. The per-atom
+ * groupings (CSR) are checked against a plain serial counting sort, and the
+ * search with 1, 2 and 3 OpenMP threads must give identical bytes. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
@@ -14,6 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "ecenet.h"
 #include "graph.h"
@@ -166,6 +172,64 @@ static void assert_lists_equal(const ecn_pairlist *a, const ecn_pairlist *b, con
     }
 }
 
+/* The groupings as step.c's csr_build makes them: a plain serial counting
+ * sort of the entries by atom[k], stable. */
+static void csr_reference(size_t N, int64_t n, const int32_t *atom, int32_t *ptr, int32_t *idx)
+{
+    int64_t k;
+    size_t a;
+    for (a = 0; a <= N; a++)
+        ptr[a] = 0;
+    for (k = 0; k < n; k++)
+        ptr[atom[k] + 1]++;
+    for (a = 0; a < N; a++)
+        ptr[a + 1] += ptr[a];
+    for (k = 0; k < n; k++)
+        idx[ptr[atom[k]]++] = (int32_t)k;
+    for (a = N; a > 0; a--)
+        ptr[a] = ptr[a - 1];
+    ptr[0] = 0;
+}
+
+/* The list's src/dst groupings equal csr_reference; src_idx is the identity. */
+static void assert_csr(const ecn_pairlist *l, size_t N, const char *what)
+{
+    int32_t *ptr, *idx;
+    int side;
+    int64_t k;
+    if (N == 0) {
+        ck_assert(!l->src_ptr && !l->dst_ptr && !l->src_idx && !l->dst_idx);
+        return;
+    }
+    ck_assert_msg(l->src_ptr && l->dst_ptr, "%s: ptr arrays missing", what);
+    if (l->n == 0) {
+        ck_assert_msg(!l->src_idx && !l->dst_idx, "%s: idx arrays of an empty list", what);
+        for (k = 0; k <= (int64_t)N; k++)
+            ck_assert(l->src_ptr[k] == 0 && l->dst_ptr[k] == 0);
+        return;
+    }
+    ck_assert_msg(l->src_idx && l->dst_idx, "%s: idx arrays missing", what);
+    ptr = malloc((N + 1) * sizeof *ptr);
+    idx = malloc((size_t)l->n * sizeof *idx);
+    ck_assert(ptr && idx);
+    for (side = 0; side < 2; side++) {
+        const int32_t *gp = side ? l->dst_ptr : l->src_ptr, *gi = side ? l->dst_idx : l->src_idx;
+        csr_reference(N, l->n, side ? l->dst : l->src, ptr, idx);
+        for (k = 0; k <= (int64_t)N; k++)
+            if (gp[k] != ptr[k])
+                ck_abort_msg("%s: %s_ptr[%lld] = %d, reference %d", what, side ? "dst" : "src",
+                             (long long)k, gp[k], ptr[k]);
+        for (k = 0; k < l->n; k++)
+            if (gi[k] != idx[k])
+                ck_abort_msg("%s: %s_idx[%lld] = %d, reference %d", what, side ? "dst" : "src",
+                             (long long)k, gi[k], idx[k]);
+    }
+    for (k = 0; k < l->n; k++)
+        ck_assert_int_eq(l->src_idx[k], k);
+    free(ptr);
+    free(idx);
+}
+
 static int64_t count_self_images(const ecn_pairlist *l)
 {
     int64_t e, c = 0;
@@ -189,6 +253,10 @@ static void check_case(const char *name, size_t n, const double *pos, const doub
     assert_lists_equal(&g.edges, &ref.edges, what, 1e-12);
     snprintf(what, sizeof what, "%s neighbours", name);
     assert_lists_equal(&g.nb, &ref.nb, what, 1e-12);
+    snprintf(what, sizeof what, "%s edge groupings", name);
+    assert_csr(&g.edges, n, what);
+    snprintf(what, sizeof what, "%s neighbour groupings", name);
+    assert_csr(&g.nb, n, what);
     ecn_graph_free(&ref);
     if (keep)
         *keep = g;
@@ -534,6 +602,250 @@ START_TEST(test_empty_and_sparse)
 }
 END_TEST
 
+/* ---- the search's special paths ---------------------------------------------- */
+
+START_TEST(test_search_paths)
+{
+    /* A rod of a cell (1 x 1 x 40 Å, cutoff 9 Å): 19 x 19 x 3 = 1083 stencil
+     * cells per bin, more than the search builds at once, so each atom is
+     * searched on its own with the stencil in pieces. */
+    {
+        double cell[9] = {1, 0, 0, 0, 1, 0, 0, 0, 40};
+        double *p;
+        rng_seed(21);
+        p = random_positions(64, cell, 0.0, 0.0, 1.0);
+        check_case("rod, stencil in pieces", 64, p, cell, PBC_ALL, 9.0, 5.0, NULL);
+        free(p);
+    }
+    /* A dense 2 Å cell with a 7 Å cutoff: 729 stencil cells, but ~10^4
+     * candidates in the one bin's list, more than the search keeps, so again
+     * atom by atom (with the whole stencil cached). */
+    {
+        double cell[9] = {2, 0, 0, 0.3, 2, 0, -0.2, 0.1, 2};
+        double *p;
+        rng_seed(22);
+        p = random_positions(30, cell, 0.0, 0.0, 1.0);
+        check_case("dense small cell, long list", 30, p, cell, PBC_ALL, 7.0, 4.0, NULL);
+        free(p);
+    }
+}
+END_TEST
+
+/* ---- per-atom groupings --------------------------------------------------------- */
+
+START_TEST(test_csr_groupings)
+{
+    /* check_case compares the groupings with csr_reference in every case of
+     * this file; these are the kinds of systems named explicitly. */
+    ecn_graph g;
+    double *p;
+    rng_seed(23);
+    /* molecule (non-periodic), with an isolated atom far away */
+    p = random_positions(13, NULL, 4.0, -0.5, 0.5);
+    p[36] = 100.0;
+    check_case("molecule", 13, p, NULL, PBC_NONE, 5.0, 4.0, &g);
+    ck_assert_int_eq(g.edges.src_ptr[12], g.edges.src_ptr[13]);
+    ck_assert_int_eq(g.edges.dst_ptr[12], g.edges.dst_ptr[13]);
+    ecn_graph_free(&g);
+    free(p);
+    /* periodic box */
+    {
+        double cell[9] = {11, 0, 0, 0, 11, 0, 0, 0, 11};
+        p = random_positions(120, cell, 0.0, 0.0, 1.0);
+        check_case("box", 120, p, cell, PBC_ALL, 5.0, 4.0, NULL);
+        check_case("box, rcn > rce", 120, p, cell, PBC_ALL, 3.0, 5.5, NULL);
+        free(p);
+    }
+    /* small cell, many images of each pair */
+    {
+        double cell[9] = {2.9, 0, 0, 0.4, 3.1, 0, 0.3, -0.5, 2.7};
+        p = random_positions(3, cell, 0.0, 0.0, 1.0);
+        check_case("small cell", 3, p, cell, PBC_ALL, 8.0, 6.0, &g);
+        ck_assert(g.edges.n > 300);
+        ecn_graph_free(&g);
+        free(p);
+    }
+    /* no edges at all: ptr arrays of zeros, no idx arrays */
+    {
+        double q[9] = {0, 0, 0, 10, 0, 0, 0, 20, 0};
+        double cell[9] = {40, 0, 0, 0, 40, 0, 0, 0, 40};
+        check_case("no edges", 3, q, NULL, PBC_NONE, 5.0, 4.0, &g);
+        ck_assert(g.edges.n == 0 && g.edges.src_ptr && !g.edges.src_idx);
+        ecn_graph_free(&g);
+        check_case("no edges, periodic", 3, q, cell, PBC_ALL, 5.0, 4.0, NULL);
+        /* edges, but no neighbour pairs */
+        check_case("edges only", 3, q, NULL, PBC_NONE, 10.5, 4.0, &g);
+        ck_assert(g.edges.n > 0 && g.nb.n == 0 && g.nb.dst_ptr && !g.nb.dst_idx);
+        ecn_graph_free(&g);
+    }
+    /* triclinic, positions not wrapped */
+    {
+        double cell[9] = {5.1, 1.2, -0.7, 4.0, 4.4, 0.3, 2.6, -3.1, 3.3};
+        p = random_positions(70, cell, 0.0, -2.0, 3.0);
+        check_case("triclinic", 70, p, cell, PBC_ALL, 5.0, 4.0, NULL);
+        free(p);
+    }
+    /* no atoms: no arrays at all */
+    ck_assert_int_eq(ecn_graph_build(0, NULL, NULL, NULL, 5.0, 4.0, &g, NULL, 0), ECENET_OK);
+    assert_csr(&g.edges, 0, "no atoms");
+    assert_csr(&g.nb, 0, "no atoms");
+    ecn_graph_free(&g);
+}
+END_TEST
+
+/* ---- thread count --------------------------------------------------------------- */
+
+static int same_bytes(const void *a, const void *b, size_t len)
+{
+    return len == 0 || (a && b && memcmp(a, b, len) == 0);
+}
+
+static void assert_same_list(const ecn_pairlist *a, const ecn_pairlist *b, size_t N,
+                             const char *what)
+{
+    const size_t m = (size_t)a->n;
+    ck_assert_msg(a->n == b->n, "%s: %lld vs %lld entries", what, (long long)a->n,
+                  (long long)b->n);
+    ck_assert_msg(same_bytes(a->src, b->src, m * sizeof *a->src) &&
+                      same_bytes(a->dst, b->dst, m * sizeof *a->dst) &&
+                      same_bytes(a->shift, b->shift, 3 * m * sizeof *a->shift),
+                  "%s: entries differ", what);
+    ck_assert_msg(same_bytes(a->src_ptr, b->src_ptr, (N + 1) * sizeof *a->src_ptr) &&
+                      same_bytes(a->dst_ptr, b->dst_ptr, (N + 1) * sizeof *a->dst_ptr) &&
+                      same_bytes(a->src_idx, b->src_idx, m * sizeof *a->src_idx) &&
+                      same_bytes(a->dst_idx, b->dst_idx, m * sizeof *a->dst_idx),
+                  "%s: groupings differ", what);
+}
+
+/* The same bytes with 1, 2 and 3 threads (without OpenMP: twice the same). */
+static void check_threads(const char *name, size_t n, const double *pos, const double *cell,
+                          const int pbc[3], double rce, double rcn)
+{
+    ecn_graph g1, g;
+    char err[256] = "", what[128];
+    int t;
+#ifdef _OPENMP
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    ck_assert_msg(ecn_graph_build(n, pos, cell, pbc, rce, rcn, &g1, err, sizeof err) == ECENET_OK,
+                  "%s: %s", name, err);
+    for (t = 2; t <= 3; t++) {
+#ifdef _OPENMP
+        omp_set_num_threads(t);
+#endif
+        ck_assert_msg(ecn_graph_build(n, pos, cell, pbc, rce, rcn, &g, err, sizeof err) ==
+                          ECENET_OK,
+                      "%s: %s", name, err);
+        snprintf(what, sizeof what, "%s, edges, 1 vs %d threads", name, t);
+        assert_same_list(&g1.edges, &g.edges, n, what);
+        snprintf(what, sizeof what, "%s, neighbours, 1 vs %d threads", name, t);
+        assert_same_list(&g1.nb, &g.nb, n, what);
+        ecn_graph_free(&g);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(saved);
+#endif
+    ck_assert(g1.edges.n > 0);
+    ecn_graph_free(&g1);
+}
+
+START_TEST(test_thread_count)
+{
+    double *p;
+    rng_seed(24);
+    /* periodic triclinic box, several bins per axis */
+    {
+        double cell[9] = {24, 0, 0, 1.5, 22, 0, -2.0, 1.0, 20};
+        p = random_positions(900, cell, 0.0, 0.0, 1.0);
+        check_threads("binned box", 900, p, cell, PBC_ALL, 5.0, 4.0);
+        check_threads("binned box, rcn > rce", 900, p, cell, PBC_ALL, 3.5, 6.0);
+        free(p);
+    }
+    /* unwrapped positions far outside the cell, mixed pbc */
+    {
+        double cell[9] = {9, 0, 0, 2.5, 8.5, 0, -1.5, 1.0, 10};
+        const int slab[3] = {1, 1, 0};
+        p = random_positions(150, cell, 0.0, -30.0, 30.0);
+        check_threads("unwrapped", 150, p, cell, PBC_ALL, 5.0, 4.0);
+        check_threads("unwrapped slab", 150, p, cell, slab, 5.0, 4.0);
+        free(p);
+    }
+    /* a molecule (non-periodic cluster) */
+    p = random_positions(200, NULL, 13.0, -0.5, 0.5);
+    check_threads("cluster", 200, p, NULL, PBC_NONE, 5.0, 4.0);
+    free(p);
+    /* small cell, many images; the stencil in pieces; long candidate lists */
+    {
+        double small[9] = {4, 0, 0, 0.5, 4, 0, 0, 0.3, 4};
+        double rod[9] = {1, 0, 0, 0, 1, 0, 0, 0, 40};
+        p = random_positions(70, small, 0.0, 0.0, 1.0);
+        check_threads("small cell", 70, p, small, PBC_ALL, 6.0, 4.0);
+        free(p);
+        p = random_positions(64, rod, 0.0, 0.0, 1.0);
+        check_threads("rod", 64, p, rod, PBC_ALL, 9.0, 5.0);
+        free(p);
+    }
+}
+END_TEST
+
+/* ---- rebuilding in place ------------------------------------------------------- */
+
+START_TEST(test_rebuild)
+{
+    /* One graph rebuilt for a run of systems (growing, shrinking, empty, a
+     * failure in between) equals a fresh build each time, byte for byte. */
+    double box[9] = {13, 0, 0, 1.0, 12, 0, -0.5, 0.8, 14};
+    double small[9] = {3.1, 0, 0, 0.2, 2.9, 0, 0, 0.4, 3.3};
+    ecn_graph rg, g;
+    char err[256] = "";
+    double *p, *q;
+    double far[6] = {0, 0, 0, 50, 0, 0};
+    int step;
+    rng_seed(25);
+    p = random_positions(300, box, 0.0, -0.1, 1.1);
+    q = random_positions(4, small, 0.0, 0.0, 1.0);
+    /* rebuilding starts from a graph of ecn_graph_build (or all zeros) */
+    ck_assert_int_eq(ecn_graph_build(4, q, small, PBC_ALL, 5.0, 4.0, &rg, err, sizeof err),
+                     ECENET_OK);
+    for (step = 0; step < 12; step++) {
+        size_t n = step % 4 == 0 ? 300 : step % 4 == 1 ? 120 : step % 4 == 2 ? 4 : 2;
+        const double *pos = step % 4 == 2 ? q : step % 4 == 3 ? far : p;
+        const double *cell = step % 4 == 2 ? small : step % 4 == 3 ? NULL : box;
+        const int *pbc = cell ? PBC_ALL : PBC_NONE;
+        char what[64];
+        if (step == 6) {
+            /* a failure leaves the graph empty; rebuilding goes on */
+            double two[6] = {1, 1, 1, 1, 1, 1};
+            ck_assert_int_eq(ecn_graph_rebuild(2, two, NULL, NULL, 5.0, 4.0, &rg, err, sizeof err),
+                             ECENET_ERR_INPUT);
+            ck_assert(rg.edges.n == 0 && !rg.edges.src && !rg.edges.src_ptr && !rg.mem);
+        }
+        if (step == 9)
+            ck_assert_int_eq(ecn_graph_rebuild(0, NULL, NULL, NULL, 5.0, 4.0, &rg, err, sizeof err),
+                             ECENET_OK);
+        /* atoms move a little */
+        for (size_t i = 0; i < 3 * 300; i++)
+            p[i] += rng_range(-0.05, 0.05);
+        ck_assert_msg(ecn_graph_rebuild(n, pos, cell, pbc, 5.0, 4.0, &rg, err, sizeof err) ==
+                          ECENET_OK,
+                      "step %d: %s", step, err);
+        ck_assert_int_eq(ecn_graph_build(n, pos, cell, pbc, 5.0, 4.0, &g, err, sizeof err),
+                         ECENET_OK);
+        snprintf(what, sizeof what, "rebuild step %d, edges", step);
+        assert_same_list(&g.edges, &rg.edges, n, what);
+        snprintf(what, sizeof what, "rebuild step %d, neighbours", step);
+        assert_same_list(&g.nb, &rg.nb, n, what);
+        ck_assert(g.mem == NULL && rg.mem != NULL);
+        ecn_graph_free(&g);
+    }
+    ecn_graph_free(&rg);
+    ck_assert(!rg.mem && !rg.edges.src);
+    free(p);
+    free(q);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------ */
 
 static void expect_error(size_t n, const double *pos, const double *cell, const int pbc[3],
@@ -775,6 +1087,13 @@ static Suite *graph_suite(void)
     tcase_add_test(tc, test_single_atom_small_cell);
     tcase_add_test(tc, test_unwrapped_positions);
     tcase_add_test(tc, test_empty_and_sparse);
+    tcase_add_test(tc, test_search_paths);
+    tcase_add_test(tc, test_csr_groupings);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("threads");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_thread_count);
+    tcase_add_test(tc, test_rebuild);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);

@@ -11,26 +11,34 @@
  *      offsets go back into the reported image, so every shift refers to the
  *      ORIGINAL positions.
  *   2. Linked cells: bins along each axis at least the search radius wide
- *      (measured perpendicular to the other two lattice vectors). Bins are
- *      found by a hash of their integer coordinates, so only occupied bins
- *      cost memory (sparse or very wide non-periodic systems are fine).
- *      Along a periodic axis narrower than the cutoff the search visits
+ *      (measured perpendicular to the other two lattice vectors). Along a
+ *      periodic axis narrower than the cutoff the search visits
  *      s = ceil(r·|b_k| / bin width) bins each side, i.e. as many images as
  *      needed.
- *   3. Candidates pass a cheap prefilter (wrapped positions, search radius
- *      inflated by 1e-8 relative, so rounding can never drop a pair), then
- *      are tested exactly with the original positions:
- *      d = pos[dst] - pos[src] + shift, shift = n_a·a + n_b·b + n_c·c,
- *      r = sqrt(d·d), kept if r < cutoff (strict).
- *   4. Per source atom the candidates are sorted by (dst, n_a, n_b, n_c), so
- *      the order is independent of the binning.
+ *   3. The search itself (graph_search.c), a bin at a time: candidates from
+ *      the bins around, a cheap prefilter, then the exact test with the
+ *      original positions, d = pos[dst] - pos[src] + shift,
+ *      shift = n_a·a + n_b·b + n_c·c, kept if r = |d| < cutoff (strict);
+ *      per source atom sorted by (dst, n_a, n_b, n_c), so the order does not
+ *      depend on the binning.
+ *   4. In parallel (OpenMP) and deterministic: the atoms, in bin order, are
+ *      searched in chunks, each source atom on its own; per-atom counts give
+ *      every atom its place in the lists (prefix sums), and the lists are
+ *      written atom by atom. The result does not depend on the number of
+ *      threads (nor on the chunks).
+ *   5. The per-atom groupings (graph.h): by source from the counts, by
+ *      destination with a stable counting sort.
+ *   6. All memory but the lists is scratch, kept by the graph for
+ *      ecn_graph_rebuild (first touches of fresh pages cost as much as the
+ *      search itself), released at the end of ecn_graph_build.
  * Cost O(N · neighbours) time, O(N + pairs) memory.
  *
  * Details of the contract (beyond graph.h):
  *   - pbc may be NULL when a cell is given: all three axes are then periodic.
  *     A cell with all pbc flags 0 is ignored (it may be all zeros).
  *   - n_atoms == 0 gives two empty lists (pos may then be NULL).
- *   - Empty lists have NULL arrays; on failure *g is left empty.
+ *   - ecn_graph_build: empty lists have NULL arrays (but ptr arrays when
+ *     n_atoms > 0). On failure *g is left empty.
  *   - Pairs at distance <= 1e-10 Å (any image, not i->i with n = 0) are an
  *     error naming the first such pair in list order.
  *   - Each list is limited to INT32_MAX entries (ECENET_ERR_INPUT beyond).
@@ -41,9 +49,21 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "error.h"
 #include "graph.h"
+#include "graph_search.h"
+
+/* OpenMP pragmas only when compiled with OpenMP (the code is then serial,
+ * without unknown-pragma warnings). */
+#ifdef _OPENMP
+#define ECN_OMP(x) _Pragma(#x)
+#else
+#define ECN_OMP(x)
+#endif
 
 #define ECN_COINCIDE_DIST 1e-10
 /* Each list is indexed with int32 downstream. */
@@ -58,147 +78,18 @@
 #define ECN_MAX_BINS_AXIS ((int64_t)1 << 20)
 /* Fractional coordinates beyond this cannot be wrapped meaningfully. */
 #define ECN_MAX_FRAC 4503599627370496.0 /* 2^52 */
+/* Fewer atoms than this are searched serially (starting threads would cost
+ * more than it saves). */
+#define ECN_PAR_MIN_ATOMS 64
+/* The search is cut into about this many chunks per thread, for balance,
+ * of at least ECN_MIN_CHUNK atoms. */
+#define ECN_CHUNKS_PER_THREAD 8
+#define ECN_MIN_CHUNK 16
+/* At most this many threads (the destination grouping takes 2 × threads ×
+ * n_atoms ints). */
+#define ECN_MAX_THREADS 32
 
-typedef struct {
-    int64_t n[3];   /* reported integer image */
-    double r;       /* distance */
-    int32_t dst;
-} cand;
-
-typedef struct {
-    int64_t n, cap;
-    int32_t *src, *dst;
-    double *shift;
-} plist;
-
-static void plist_free(plist *l)
-{
-    free(l->src);
-    free(l->dst);
-    free(l->shift);
-    memset(l, 0, sizeof *l);
-}
-
-/* Ensure room for `need` entries; `proj` is a projection of the final size
- * (grown to at least 1.5x anyway). 0 on success, -1 on allocation failure. */
-static int plist_reserve(plist *l, int64_t need, double proj)
-{
-    int64_t cap;
-    void *p;
-    if (need <= l->cap)
-        return 0;
-    cap = l->cap < 1024 ? 1024 : l->cap + l->cap / 2;
-    if (proj > (double)cap)
-        cap = proj < (double)ECN_MAX_PAIRS ? (int64_t)proj : ECN_MAX_PAIRS;
-    if (cap < need)
-        cap = need;
-    if (cap > ECN_MAX_PAIRS)
-        cap = ECN_MAX_PAIRS;
-    if ((uint64_t)cap > SIZE_MAX / (3 * sizeof(double)))
-        return -1;
-    p = realloc(l->src, (size_t)cap * sizeof(int32_t));
-    if (!p)
-        return -1;
-    l->src = p;
-    p = realloc(l->dst, (size_t)cap * sizeof(int32_t));
-    if (!p)
-        return -1;
-    l->dst = p;
-    p = realloc(l->shift, (size_t)cap * 3 * sizeof(double));
-    if (!p)
-        return -1;
-    l->shift = p;
-    l->cap = cap;
-    return 0;
-}
-
-/* Shrink to the exact size and move into the public struct. */
-static void plist_finish(plist *l, ecn_pairlist *out)
-{
-    if (l->n == 0) {
-        plist_free(l);
-    } else if (l->n < l->cap) {
-        void *p;
-        size_t n = (size_t)l->n;
-        if ((p = realloc(l->src, n * sizeof(int32_t))) != NULL)
-            l->src = p;
-        if ((p = realloc(l->dst, n * sizeof(int32_t))) != NULL)
-            l->dst = p;
-        if ((p = realloc(l->shift, n * 3 * sizeof(double))) != NULL)
-            l->shift = p;
-    }
-    out->n = l->n;
-    out->src = l->src;
-    out->dst = l->dst;
-    out->shift = l->shift;
-    memset(l, 0, sizeof *l);
-}
-
-static int cand_cmp(const void *pa, const void *pb)
-{
-    const cand *a = pa, *b = pb;
-    int k;
-    if (a->dst != b->dst)
-        return a->dst < b->dst ? -1 : 1;
-    for (k = 0; k < 3; k++)
-        if (a->n[k] != b->n[k])
-            return a->n[k] < b->n[k] ? -1 : 1;
-    return 0;
-}
-
-/* Sort keys (unique) ascending: quicksort, insertion sort for short runs. */
-typedef struct {
-    uint64_t key;
-    int64_t idx;
-} skey;
-
-static void skey_sort(skey *a, int64_t n)
-{
-    while (n > 16) {
-        int64_t i = -1, j = n, mid = n / 2;
-        uint64_t pivot;
-        skey t;
-        if (a[mid].key < a[0].key) {
-            t = a[mid]; a[mid] = a[0]; a[0] = t;
-        }
-        if (a[n - 1].key < a[0].key) {
-            t = a[n - 1]; a[n - 1] = a[0]; a[0] = t;
-        }
-        if (a[n - 1].key < a[mid].key) {
-            t = a[n - 1]; a[n - 1] = a[mid]; a[mid] = t;
-        }
-        pivot = a[mid].key;
-        for (;;) {
-            do
-                i++;
-            while (a[i].key < pivot);
-            do
-                j--;
-            while (a[j].key > pivot);
-            if (i >= j)
-                break;
-            t = a[i]; a[i] = a[j]; a[j] = t;
-        }
-        /* [0, j] and [j + 1, n): recurse on the smaller part */
-        if (j + 1 < n - (j + 1)) {
-            skey_sort(a, j + 1);
-            a += j + 1;
-            n -= j + 1;
-        } else {
-            skey_sort(a + j + 1, n - (j + 1));
-            n = j + 1;
-        }
-    }
-    {
-        int64_t i, j;
-        for (i = 1; i < n; i++) {
-            skey t = a[i];
-            for (j = i; j > 0 && a[j - 1].key > t.key; j--)
-                a[j] = a[j - 1];
-            a[j] = t;
-        }
-    }
-}
+/* ---- geometry --------------------------------------------------------------- */
 
 static double det3(const double m[9])
 {
@@ -290,79 +181,360 @@ static void inv3(const double m[9], double det, double inv[9])
     inv[8] = (m[0] * m[4] - m[1] * m[3]) / det;
 }
 
-static int64_t floordiv64(int64_t a, int64_t b)
+/* ---- memory -------------------------------------------------------------------- */
+
+/* Scratch buffers of a build, by use. */
+enum {
+    BUF_FRAC, BUF_OFF, BUF_ATOM_CHUNK, BUF_KEY_OFF, BUF_KEY_N, BUF_CNT_E, BUF_CNT_N, BUF_BEG_E,
+    BUF_BEG_N, BUF_HIST, BUF_BSUM, N_BUF
+};
+
+/* What a graph keeps for ecn_graph_rebuild: the capacity of its lists'
+ * arrays, the scratch buffers and the search's key buffers. Reusing memory
+ * matters: first touches of fresh pages cost about as much as the search. */
+struct ecn_graph_mem {
+    int64_t cap[2];            /* entries the entry arrays of edges / nb hold */
+    size_t ptr_cap[2];         /* entries their ptr arrays hold */
+    void *buf[N_BUF];          /* contents not kept between builds */
+    size_t size[N_BUF];
+    ecn_search x;              /* the search (its arrays kept) */
+    ecn_search_ws *ws[ECN_MAX_THREADS]; /* per-thread scratch of the search */
+    ecn_search_out *out;       /* the search's chunks (key buffers kept) */
+    int64_t out_n;
+};
+
+static void mem_free(ecn_graph_mem *m)
 {
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        q--;
-    return q;
+    int64_t c;
+    int k;
+    if (!m)
+        return;
+    for (k = 0; k < N_BUF; k++)
+        free(m->buf[k]);
+    ecn_search_free(&m->x);
+    for (k = 0; k < ECN_MAX_THREADS; k++)
+        ecn_search_ws_free(m->ws[k]);
+    for (c = 0; c < m->out_n; c++)
+        free(m->out[c].keys);
+    free(m->out);
+    free(m);
 }
 
-/* ---- hash of occupied bins: key -> bin id ------------------------------ */
-
-typedef struct {
-    uint64_t mask;
-    uint64_t *keys;   /* key + 1, 0 = empty */
-    int32_t *ids;
-} bin_hash;
-
-static uint64_t hash_slot(uint64_t key, uint64_t mask)
+/* Scratch buffer `slot` of at least `bytes`; NULL when out of memory. */
+static void *mem_buf(ecn_graph_mem *m, int slot, size_t bytes)
 {
-    uint64_t h = key;  /* splitmix64 finaliser */
-    h = (h ^ (h >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    h = (h ^ (h >> 27)) * UINT64_C(0x94D049BB133111EB);
-    h ^= h >> 31;
-    return h & mask;
-}
-
-static int32_t hash_find(const bin_hash *h, uint64_t key)
-{
-    uint64_t s = hash_slot(key, h->mask);
-    for (;;) {
-        uint64_t k = h->keys[s];
-        if (k == 0)
-            return -1;
-        if (k == key + 1)
-            return h->ids[s];
-        s = (s + 1) & h->mask;
+    if (bytes > m->size[slot] || !m->buf[slot]) {
+        free(m->buf[slot]);
+        m->buf[slot] = malloc(bytes ? bytes : 1);
+        m->size[slot] = m->buf[slot] ? bytes : 0;
     }
+    return m->buf[slot];
 }
 
-/* Returns the id of key, inserting it with id *next (then incremented). */
-static int32_t hash_insert(bin_hash *h, uint64_t key, int32_t *next)
+static void pairlist_free(ecn_pairlist *l)
 {
-    uint64_t s = hash_slot(key, h->mask);
-    for (;;) {
-        uint64_t k = h->keys[s];
-        if (k == 0) {
-            h->keys[s] = key + 1;
-            h->ids[s] = (*next)++;
-            return h->ids[s];
-        }
-        if (k == key + 1)
-            return h->ids[s];
-        s = (s + 1) & h->mask;
-    }
+    free(l->src);
+    free(l->dst);
+    free(l->shift);
+    free(l->src_ptr);
+    free(l->src_idx);
+    free(l->dst_ptr);
+    free(l->dst_idx);
+    memset(l, 0, sizeof *l);
 }
-
-/* ---- search --------------------------------------------------------------- */
 
 void ecn_graph_free(ecn_graph *g)
 {
     if (!g)
         return;
-    free(g->edges.src);
-    free(g->edges.dst);
-    free(g->edges.shift);
-    free(g->nb.src);
-    free(g->nb.dst);
-    free(g->nb.shift);
-    memset(g, 0, sizeof *g);
+    pairlist_free(&g->edges);
+    pairlist_free(&g->nb);
+    mem_free(g->mem);
+    g->mem = NULL;
 }
 
-ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *cell,
-                              const int pbc[3], double r_cut_edge, double r_cut_nb,
-                              ecn_graph *g, char *err, size_t err_len)
+/* Arrays of list l (0 edges, 1 nb) for m entries and N atoms, reused when
+ * large enough (entry arrays stay NULL while nothing was ever needed). A
+ * rebuild allocates 1/8 more, as the counts drift from step to step. 0, or
+ * -1 when out of memory. */
+static int pairlist_alloc(ecn_graph *g, int l, int64_t m, size_t N, int reuse)
+{
+    ecn_pairlist *pl = l ? &g->nb : &g->edges;
+    ecn_graph_mem *mem = g->mem;
+    pl->n = m;
+    if (mem->ptr_cap[l] < N + 1) {
+        free(pl->src_ptr);
+        free(pl->dst_ptr);
+        pl->src_ptr = malloc((N + 1) * sizeof *pl->src_ptr);
+        pl->dst_ptr = malloc((N + 1) * sizeof *pl->dst_ptr);
+        mem->ptr_cap[l] = pl->src_ptr && pl->dst_ptr ? N + 1 : 0;
+        if (!mem->ptr_cap[l])
+            return -1;
+    }
+    if (mem->cap[l] < m) {
+        const size_t c = (size_t)(reuse ? m + m / 8 : m);
+        free(pl->src);
+        free(pl->dst);
+        free(pl->shift);
+        free(pl->src_idx);
+        free(pl->dst_idx);
+        pl->src = malloc(c * sizeof *pl->src);
+        pl->dst = malloc(c * sizeof *pl->dst);
+        pl->shift = malloc(c * 3 * sizeof *pl->shift);
+        pl->src_idx = malloc(c * sizeof *pl->src_idx);
+        pl->dst_idx = malloc(c * sizeof *pl->dst_idx);
+        mem->cap[l] = pl->src && pl->dst && pl->shift && pl->src_idx && pl->dst_idx ? (int64_t)c : 0;
+        if (!mem->cap[l])
+            return -1;
+    }
+    return 0;
+}
+
+static int max_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* ---- build ------------------------------------------------------------------------ */
+
+/* Per-atom results of the search (memory of the graph's ecn_graph_mem). */
+typedef struct {
+    int64_t nch, cs;             /* chunks of cs atoms (in bin order) */
+    ecn_search_out *out;         /* (nch) keys of each chunk */
+    int32_t *atom_chunk;         /* (n) chunk of each atom */
+    int64_t *key_off, *key_n;    /* (n) atom a's keys: out[atom_chunk[a]].keys + key_off[a] */
+    int64_t *cnt_e, *cnt_n;      /* (n) its edges / neighbour pairs */
+    int64_t *beg_e, *beg_n;      /* (n + 1) prefix sums: where its entries begin */
+} found;
+
+/* Runs the search over all atoms, in chunks of the bin order (several per
+ * thread, taken dynamically; a chunk takes its atoms a bin at a time). 0, or
+ * -1 when out of memory. */
+static int search_all(const ecn_search *x, found *f, ecn_graph_mem *mem, int threads, int par)
+{
+    const size_t n = x->n;
+    int64_t c;
+    int oom = 0;
+    f->cs = (int64_t)n / (ECN_CHUNKS_PER_THREAD * (int64_t)threads);
+    if (f->cs < ECN_MIN_CHUNK)
+        f->cs = ECN_MIN_CHUNK;
+    f->nch = ((int64_t)n + f->cs - 1) / f->cs;
+    if (f->nch > mem->out_n) {
+        ecn_search_out *o = realloc(mem->out, (size_t)f->nch * sizeof *o);
+        if (!o)
+            return -1;
+        memset(o + mem->out_n, 0, (size_t)(f->nch - mem->out_n) * sizeof *o);
+        mem->out = o;
+        mem->out_n = f->nch;
+    }
+    f->out = mem->out;
+    f->atom_chunk = mem_buf(mem, BUF_ATOM_CHUNK, n * sizeof *f->atom_chunk);
+    f->key_off = mem_buf(mem, BUF_KEY_OFF, n * sizeof *f->key_off);
+    f->key_n = mem_buf(mem, BUF_KEY_N, n * sizeof *f->key_n);
+    f->cnt_e = mem_buf(mem, BUF_CNT_E, n * sizeof *f->cnt_e);
+    f->cnt_n = mem_buf(mem, BUF_CNT_N, n * sizeof *f->cnt_n);
+    f->beg_e = mem_buf(mem, BUF_BEG_E, (n + 1) * sizeof *f->beg_e);
+    f->beg_n = mem_buf(mem, BUF_BEG_N, (n + 1) * sizeof *f->beg_n);
+    if (!f->atom_chunk || !f->key_off || !f->key_n || !f->cnt_e || !f->cnt_n || !f->beg_e ||
+        !f->beg_n)
+        return -1;
+    for (c = 0; c < f->nch; c++) {
+        f->out[c].n = 0;
+        f->out[c].coin_atom = -1;
+    }
+    (void)par;
+    ECN_OMP(omp parallel num_threads(threads) if (par) reduction(| : oom))
+    {
+        int t = 0;
+        ecn_search_ws *ws;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        if (ecn_search_ws_fit(&mem->ws[t], x))
+            oom = 1;
+        ws = oom ? NULL : mem->ws[t];
+        ECN_OMP(omp for schedule(dynamic, 1))
+        for (int64_t ch = 0; ch < f->nch; ch++) {
+            const int64_t q1 = (ch + 1) * f->cs < (int64_t)n ? (ch + 1) * f->cs : (int64_t)n;
+            int64_t q = ch * f->cs;
+            while (ws && q < q1) {
+                /* the chunk's atoms of one bin */
+                const int32_t b = x->atom_bin[x->bin_atoms[q]];
+                const int64_t qe = x->bin_start[b + 1] < q1 ? x->bin_start[b + 1] : q1;
+                if (ecn_search_atoms(x, ws, q, qe, &f->out[ch], f->key_off, f->key_n, f->cnt_e,
+                                     f->cnt_n)) {
+                    oom = 1;
+                    break;
+                }
+                for (; q < qe; q++)
+                    f->atom_chunk[x->bin_atoms[q]] = (int32_t)ch;
+            }
+        }
+    }
+    return oom ? -1 : 0;
+}
+
+/* Errors in list order: the first coincident pair, unless a list overflows
+ * before it; otherwise the prefix sums (beg_e, beg_n). */
+static ecenet_status check_found(const ecn_search *x, found *f, char *err, size_t err_len)
+{
+    const size_t n = x->n;
+    int32_t ia = -1;
+    uint64_t ikey = 0;
+    int64_t lim = (int64_t)n, c;
+    for (c = 0; c < f->nch; c++)
+        if (f->out[c].coin_atom >= 0 && (ia < 0 || f->out[c].coin_atom < ia)) {
+            ia = f->out[c].coin_atom;
+            ikey = f->out[c].coin_key;
+        }
+    if (ia >= 0) {
+        /* only atom ia's entries before its coincident pair count */
+        const uint64_t *kk = f->out[f->atom_chunk[ia]].keys + f->key_off[ia];
+        int64_t e;
+        f->cnt_e[ia] = f->cnt_n[ia] = 0;
+        for (e = 0; e < f->key_n[ia] && kk[e] < ikey; e++) {
+            f->cnt_e[ia] += (kk[e] & ECN_KEY_EDGE) != 0;
+            f->cnt_n[ia] += (kk[e] & ECN_KEY_NB) != 0;
+        }
+        lim = ia + 1;
+    }
+    f->beg_e[0] = f->beg_n[0] = 0;
+    for (c = 0; c < lim; c++) {
+        f->beg_e[c + 1] = f->beg_e[c] + f->cnt_e[c];
+        f->beg_n[c + 1] = f->beg_n[c] + f->cnt_n[c];
+        if (f->beg_e[c + 1] > ECN_MAX_PAIRS || f->beg_n[c + 1] > ECN_MAX_PAIRS) {
+            const int edges = f->beg_e[c + 1] > ECN_MAX_PAIRS;
+            return ecn_fail(err, err_len, ECENET_ERR_INPUT,
+                            "graph: more than %lld %s (cutoff %g Å, %zu atoms)",
+                            (long long)ECN_MAX_PAIRS, edges ? "edges" : "neighbour pairs",
+                            edges ? x->r_edge : x->r_nb, n);
+        }
+    }
+    if (ia >= 0)
+        return ecn_search_coincide_error(x, ia, ikey, err, err_len);
+    return ECENET_OK;
+}
+
+/* First atom a with at least `target` entries (both lists) before it. */
+static int64_t atom_at(const found *f, int64_t n, int64_t target)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (f->beg_e[mid] + f->beg_n[mid] < target)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The lists from the keys, and their groupings: by source from the counts
+ * (src_idx the identity), by destination a stable counting sort. One
+ * parallel region with few barriers (with more threads than free cores, a
+ * barrier can cost a time slice). Thread t of T:
+ *   A. writes the entries of its atoms [a0, a1) (about 1/T of all entries,
+ *      contiguous in both lists) and counts their destinations: row t of
+ *      hist (per list, T × N);
+ *   B. for its block of atoms, the total counts and their running sums;
+ *   C. adds the sums of the blocks before (bsum), giving dst_ptr, and turns
+ *      the rows of hist into each part's first slot per atom;
+ *   D. scatters its entries into dst_idx.
+ * The result does not depend on T. hist: 2 × team × N ints, bsum: 2 × team. */
+static void assemble(const ecn_search *x, const found *f, ecn_graph *g, int32_t *hist,
+                     int64_t *bsum, int team, int par)
+{
+    const int64_t N = (int64_t)x->n, tot = f->beg_e[N] + f->beg_n[N];
+    (void)team;
+    (void)par;
+    ECN_OMP(omp parallel num_threads(team) if (par))
+    {
+        ecn_pairlist *const L[2] = {&g->edges, &g->nb};
+        const int64_t *const beg[2] = {f->beg_e, f->beg_n};
+        int T = 1, t = 0, l, s;
+        int64_t a0, a1, b0, b1, a, k;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        a0 = t == 0 ? 0 : atom_at(f, N, tot * t / T);
+        a1 = t == T - 1 ? N : atom_at(f, N, tot * (t + 1) / T);
+        b0 = N * t / T;
+        b1 = N * (t + 1) / T;
+
+        /* A */
+        for (a = a0; a < a1; a++) {
+            ecn_search_emit(x, (int32_t)a, f->out[f->atom_chunk[a]].keys + f->key_off[a],
+                            f->key_n[a], L[0], f->beg_e[a], L[1], f->beg_n[a]);
+            L[0]->src_ptr[a] = (int32_t)f->beg_e[a];
+            L[1]->src_ptr[a] = (int32_t)f->beg_n[a];
+        }
+        for (l = 0; l < 2; l++) {
+            int32_t *h = hist + ((size_t)l * (size_t)T + (size_t)t) * (size_t)N;
+            memset(h, 0, (size_t)N * sizeof *h);
+            for (k = beg[l][a0]; k < beg[l][a1]; k++) {
+                h[L[l]->dst[k]]++;
+                L[l]->src_idx[k] = (int32_t)k;
+            }
+        }
+        if (t == T - 1) {
+            L[0]->src_ptr[N] = (int32_t)f->beg_e[N];
+            L[1]->src_ptr[N] = (int32_t)f->beg_n[N];
+        }
+        ECN_OMP(omp barrier)
+
+        /* B */
+        for (l = 0; l < 2; l++) {
+            int32_t run = 0;
+            for (a = b0; a < b1; a++) {
+                for (s = 0; s < T; s++)
+                    run += hist[((size_t)l * (size_t)T + (size_t)s) * (size_t)N + (size_t)a];
+                L[l]->dst_ptr[a + 1] = run;
+            }
+            bsum[l * T + t] = run;
+        }
+        ECN_OMP(omp barrier)
+
+        /* C */
+        for (l = 0; l < 2; l++) {
+            int32_t off = 0, start;
+            for (s = 0; s < t; s++)
+                off += (int32_t)bsum[l * T + s];
+            if (t == 0)
+                L[l]->dst_ptr[0] = 0;
+            start = off;
+            for (a = b0; a < b1; a++) {
+                int32_t run = start;
+                L[l]->dst_ptr[a + 1] += off;
+                for (s = 0; s < T; s++) {
+                    int32_t *h = &hist[((size_t)l * (size_t)T + (size_t)s) * (size_t)N + (size_t)a];
+                    const int32_t c = *h;
+                    *h = run;
+                    run += c;
+                }
+                start = L[l]->dst_ptr[a + 1];
+            }
+        }
+        ECN_OMP(omp barrier)
+
+        /* D */
+        for (l = 0; l < 2; l++) {
+            int32_t *h = hist + ((size_t)l * (size_t)T + (size_t)t) * (size_t)N;
+            for (k = beg[l][a0]; k < beg[l][a1]; k++)
+                L[l]->dst_idx[h[L[l]->dst[k]]++] = (int32_t)k;
+        }
+    }
+}
+
+/* ecn_graph_build / ecn_graph_rebuild into g (zeroed, or holding an earlier
+ * graph); g is left to the callers on failure. reuse: keep spare capacity. */
+static ecenet_status build(size_t n_atoms, const double *pos, const double *cell, const int pbc[3],
+                           double r_cut_edge, double r_cut_nb, ecn_graph *g, int reuse, char *err,
+                           size_t err_len)
 {
     ecenet_status st = ECENET_OK;
     int per[3] = {0, 0, 0}, any_per = 0, k;
@@ -370,26 +542,19 @@ ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *c
     double rmax, rsearch, bnorm[3], binw[3], fmin[3], fmax[3];
     int64_t nbin[3], span[3];
     size_t i, n = n_atoms;
-    double *frac = NULL;          /* wrapped fractional coordinates (n,3) */
-    int64_t *off = NULL;          /* integer offsets of the wrap (n,3) */
-    int32_t *atom_bin = NULL, *bin_start = NULL, *bin_atoms = NULL;
-    int32_t *bin_fill = NULL;
-    double *wrap = NULL, *wbin = NULL;  /* wrapped Cartesian positions (atom / bin order) */
-    double rs2;
-    int64_t (*bin_coord)[3] = NULL;
-    bin_hash hash = {0, NULL, NULL};
-    cand *cb = NULL;
-    int64_t cb_n = 0, cb_cap = 0;
-    skey *sk = NULL;
-    int64_t sk_cap = 0;
-    plist le = {0, 0, NULL, NULL, NULL}, ln = {0, 0, NULL, NULL, NULL};
-    int32_t n_bins = 0;
+    double *frac;                 /* wrapped fractional coordinates (n,3) */
+    int64_t *off;                 /* integer offsets of the wrap (n,3) */
+    int32_t *hist;                /* assemble's scratch */
+    int64_t *bsum;
     static const double zero9[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     const double *C = zero9;      /* lattice rows used for shifts */
+    ecn_search *x;
+    found f;
+    int threads = max_threads(), par;
+    int64_t tot_e, tot_n;
 
-    if (!g)
-        return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "graph: output graph is NULL");
-    memset(g, 0, sizeof *g);
+    memset(&f, 0, sizeof f);
+    g->edges.n = g->nb.n = 0;
     if (!isfinite(r_cut_edge) || !(r_cut_edge > 0.0) || !isfinite(r_cut_nb) || !(r_cut_nb > 0.0))
         return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT,
                         "graph: cutoffs must be finite and positive (r_cut_edge %g, r_cut_neighbor %g)",
@@ -440,51 +605,79 @@ ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *c
     rmax = r_cut_edge > r_cut_nb ? r_cut_edge : r_cut_nb;
     rsearch = (rmax > 2.0 * ECN_COINCIDE_DIST ? rmax : 2.0 * ECN_COINCIDE_DIST) *
               (1.0 + ECN_SEARCH_INFLATE);
-    rs2 = rsearch * rsearch;
     /* |b_k| = norm of column k of the inverse = 1 / perpendicular width. */
     for (k = 0; k < 3; k++)
         bnorm[k] = sqrt(inv[k] * inv[k] + inv[3 + k] * inv[3 + k] + inv[6 + k] * inv[6 + k]);
 
-    frac = malloc(n * 3 * sizeof *frac);
-    off = malloc(n * 3 * sizeof *off);
-    if (!frac || !off) {
-        st = ecn_fail(err, err_len, ECENET_ERR_NOMEM, "graph: out of memory (%zu atoms)", n);
-        goto done;
-    }
-    for (k = 0; k < 3; k++) {
-        fmin[k] = HUGE_VAL;
-        fmax[k] = -HUGE_VAL;
-    }
-    for (i = 0; i < n; i++) {
-        const double *x = &pos[3 * i];
-        for (k = 0; k < 3; k++) {
-            double f = x[0] * inv[k] + x[1] * inv[3 + k] + x[2] * inv[6 + k];
-            int64_t o = 0;
-            if (per[k]) {
-                double fl;
-                if (!(fabs(f) < ECN_MAX_FRAC)) {
-                    st = ecn_fail(err, err_len, ECENET_ERR_INPUT,
-                                  "atom %zu lies too far outside the cell (fractional coordinate %g)",
-                                  i, f);
-                    goto done;
+    par = threads > 1 && n >= ECN_PAR_MIN_ATOMS;
+    if (!par)
+        threads = 1;
+    if (threads > ECN_MAX_THREADS)
+        threads = ECN_MAX_THREADS;
+    if (!g->mem && !(g->mem = calloc(1, sizeof *g->mem)))
+        return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "graph: out of memory");
+    x = &g->mem->x;
+    frac = mem_buf(g->mem, BUF_FRAC, n * 3 * sizeof *frac);
+    off = mem_buf(g->mem, BUF_OFF, n * 3 * sizeof *off);
+    if (!frac || !off)
+        return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "graph: out of memory (%zu atoms)", n);
+    /* Fractional coordinates, wrapped along periodic axes, and their range. */
+    {
+        double lo0 = HUGE_VAL, lo1 = HUGE_VAL, lo2 = HUGE_VAL;
+        double hi0 = -HUGE_VAL, hi1 = -HUGE_VAL, hi2 = -HUGE_VAL;
+        int bad = 0;
+        ECN_OMP(omp parallel for schedule(static) num_threads(threads) if (par) \
+                reduction(min : lo0, lo1, lo2) reduction(max : hi0, hi1, hi2) reduction(| : bad))
+        for (int64_t a = 0; a < (int64_t)n; a++) {
+            const double *xp = &pos[3 * a];
+            double fr[3];
+            int kk;
+            for (kk = 0; kk < 3; kk++) {
+                double fa = xp[0] * inv[kk] + xp[1] * inv[3 + kk] + xp[2] * inv[6 + kk];
+                int64_t o = 0;
+                if (per[kk]) {
+                    double fl;
+                    if (!(fabs(fa) < ECN_MAX_FRAC)) {
+                        bad = 1;  /* reported below */
+                        fa = 0.0;
+                    }
+                    fl = floor(fa);
+                    o = (int64_t)fl;
+                    fa -= fl;
+                    if (fa >= 1.0) {
+                        fa -= 1.0;
+                        o += 1;
+                    }
+                    if (fa < 0.0)
+                        fa = 0.0;
                 }
-                fl = floor(f);
-                o = (int64_t)fl;
-                f -= fl;
-                if (f >= 1.0) {
-                    f -= 1.0;
-                    o += 1;
-                }
-                if (f < 0.0)
-                    f = 0.0;
+                frac[3 * a + kk] = fa;
+                off[3 * a + kk] = o;
+                fr[kk] = fa;
             }
-            frac[3 * i + k] = f;
-            off[3 * i + k] = o;
-            if (f < fmin[k])
-                fmin[k] = f;
-            if (f > fmax[k])
-                fmax[k] = f;
+            lo0 = fr[0] < lo0 ? fr[0] : lo0;
+            lo1 = fr[1] < lo1 ? fr[1] : lo1;
+            lo2 = fr[2] < lo2 ? fr[2] : lo2;
+            hi0 = fr[0] > hi0 ? fr[0] : hi0;
+            hi1 = fr[1] > hi1 ? fr[1] : hi1;
+            hi2 = fr[2] > hi2 ? fr[2] : hi2;
         }
+        if (bad)  /* the first atom too far outside */
+            for (i = 0; i < n; i++)
+                for (k = 0; k < 3; k++) {
+                    const double fa = pos[3 * i] * inv[k] + pos[3 * i + 1] * inv[3 + k] +
+                                      pos[3 * i + 2] * inv[6 + k];
+                    if (per[k] && !(fabs(fa) < ECN_MAX_FRAC))
+                        return ecn_fail(err, err_len, ECENET_ERR_INPUT,
+                                        "atom %zu lies too far outside the cell (fractional coordinate %g)",
+                                        i, fa);
+                }
+        fmin[0] = lo0;
+        fmin[1] = lo1;
+        fmin[2] = lo2;
+        fmax[0] = hi0;
+        fmax[1] = hi1;
+        fmax[2] = hi2;
     }
 
     /* Bins per axis. */
@@ -536,262 +729,76 @@ ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *c
         }
     }
 
-    /* Linked cells via a hash of occupied bins. */
-    {
-        uint64_t hsize = 16;
-        int32_t *count;
-        while (hsize < 2 * (uint64_t)n)
-            hsize *= 2;
-        hash.mask = hsize - 1;
-        hash.keys = calloc((size_t)hsize, sizeof *hash.keys);
-        hash.ids = malloc((size_t)hsize * sizeof *hash.ids);
-        atom_bin = malloc(n * sizeof *atom_bin);
-        bin_coord = malloc(n * sizeof *bin_coord);
-        bin_start = calloc(n + 1, sizeof *bin_start);
-        bin_atoms = malloc(n * sizeof *bin_atoms);
-        bin_fill = malloc(n * sizeof *bin_fill);
-        wrap = malloc(n * 3 * sizeof *wrap);
-        wbin = malloc(n * 3 * sizeof *wbin);
-        if (!wrap || !wbin || !hash.keys || !hash.ids || !atom_bin || !bin_coord || !bin_start || !bin_atoms ||
-            !bin_fill) {
-            st = ecn_fail(err, err_len, ECENET_ERR_NOMEM, "graph: out of memory (%zu atoms)", n);
-            goto done;
-        }
-        for (i = 0; i < n; i++) {
-            int64_t c[3];
-            uint64_t key;
-            int32_t id, before = n_bins;
-            for (k = 0; k < 3; k++) {
-                double t = floor((frac[3 * i + k] - fmin[k]) / binw[k]);
-                if (!(t >= 0.0))
-                    t = 0.0;
-                if (t > (double)(nbin[k] - 1))
-                    t = (double)(nbin[k] - 1);
-                c[k] = (int64_t)t;
-            }
-            key = (uint64_t)c[0] | ((uint64_t)c[1] << 20) | ((uint64_t)c[2] << 40);
-            id = hash_insert(&hash, key, &n_bins);
-            if (n_bins != before)
-                memcpy(bin_coord[id], c, sizeof c);
-            atom_bin[i] = id;
-        }
-        count = bin_start + 1;  /* counts, then prefix sums */
-        for (i = 0; i < n; i++)
-            count[atom_bin[i]]++;
-        {
-            int32_t b;
-            for (b = 0; b < n_bins; b++)
-                bin_start[b + 1] += bin_start[b];
-        }
-        memcpy(bin_fill, bin_start, (size_t)n_bins * sizeof *bin_fill);
-        for (i = 0; i < n; i++)
-            bin_atoms[bin_fill[atom_bin[i]]++] = (int32_t)i;
-        /* wrapped Cartesian positions, in bin order */
-        for (i = 0; i < n; i++)
-            for (k = 0; k < 3; k++)
-                wrap[3 * i + k] = pos[3 * i + k] - ((double)off[3 * i] * C[k] +
-                                                    (double)off[3 * i + 1] * C[3 + k] +
-                                                    (double)off[3 * i + 2] * C[6 + k]);
-        for (i = 0; i < n; i++)
-            memcpy(&wbin[3 * i], &wrap[3 * (size_t)bin_atoms[i]], 3 * sizeof *wbin);
+    /* The search. */
+    x->n = n;
+    x->pos = pos;
+    x->C = C;
+    x->frac = frac;
+    x->off = off;
+    for (k = 0; k < 3; k++) {
+        x->per[k] = per[k];
+        x->nbin[k] = nbin[k];
+        x->span[k] = span[k];
+        x->fmin[k] = fmin[k];
+        x->binw[k] = binw[k];
     }
+    x->rsearch = rsearch;
+    x->r_edge = r_cut_edge;
+    x->r_nb = r_cut_nb;
+    x->par = par;
+    if ((st = ecn_search_init(x, err, err_len)) != ECENET_OK)
+        goto done;
+    if (search_all(x, &f, g->mem, threads, par)) {
+        st = ecn_fail(err, err_len, ECENET_ERR_NOMEM, "graph: out of memory (neighbour search, %zu atoms)", n);
+        goto done;
+    }
+    if ((st = check_found(x, &f, err, err_len)) != ECENET_OK)
+        goto done;
+    tot_e = f.beg_e[n];
+    tot_n = f.beg_n[n];
 
-    /* Search. */
-    for (i = 0; i < n; i++) {
-        const int64_t *ci = bin_coord[atom_bin[i]];
-        const double *xi = &pos[3 * i];
-        double wi[3], t[3];
-        int64_t d0, d1, d2, e;
-        for (k = 0; k < 3; k++)
-            wi[k] = wrap[3 * i + k];
-        cb_n = 0;
-        for (d2 = -span[2]; d2 <= span[2]; d2++)
-            for (d1 = -span[1]; d1 <= span[1]; d1++)
-                for (d0 = -span[0]; d0 <= span[0]; d0++) {
-                    int64_t dd[3], c[3], m[3];
-                    uint64_t key;
-                    int32_t b, p;
-                    int skip = 0;
-                    dd[0] = d0;
-                    dd[1] = d1;
-                    dd[2] = d2;
-                    for (k = 0; k < 3; k++) {
-                        int64_t v = ci[k] + dd[k];
-                        if (per[k]) {
-                            m[k] = floordiv64(v, nbin[k]);
-                            c[k] = v - m[k] * nbin[k];
-                        } else {
-                            if (v < 0 || v >= nbin[k])
-                                skip = 1;
-                            m[k] = 0;
-                            c[k] = v;
-                        }
-                    }
-                    if (skip)
-                        continue;
-                    key = (uint64_t)c[0] | ((uint64_t)c[1] << 20) | ((uint64_t)c[2] << 40);
-                    b = hash_find(&hash, key);
-                    if (b < 0)
-                        continue;
-                    for (k = 0; k < 3; k++)
-                        t[k] = (double)m[0] * C[0 + k] + (double)m[1] * C[3 + k] +
-                               (double)m[2] * C[6 + k] - wi[k];
-                    for (p = bin_start[b]; p < bin_start[b + 1]; p++) {
-                        const double *wj = &wbin[3 * (size_t)p];
-                        int32_t j;
-                        const double *xj;
-                        int64_t nn[3];
-                        double sh[3], dx, dy, dz, r;
-                        /* cheap prefilter with the wrapped positions */
-                        dx = wj[0] + t[0];
-                        dy = wj[1] + t[1];
-                        dz = wj[2] + t[2];
-                        if (!(dx * dx + dy * dy + dz * dz < rs2))
-                            continue;
-                        j = bin_atoms[p];
-                        xj = &pos[3 * (size_t)j];
-                        for (k = 0; k < 3; k++)
-                            nn[k] = per[k] ? m[k] + off[3 * i + k] - off[3 * (size_t)j + k] : 0;
-                        if ((size_t)j == i && nn[0] == 0 && nn[1] == 0 && nn[2] == 0)
-                            continue;
-                        for (k = 0; k < 3; k++)
-                            sh[k] = (double)nn[0] * C[0 + k] +
-                                    (double)nn[1] * C[3 + k] +
-                                    (double)nn[2] * C[6 + k];
-                        dx = xj[0] - xi[0] + sh[0];
-                        dy = xj[1] - xi[1] + sh[1];
-                        dz = xj[2] - xi[2] + sh[2];
-                        r = sqrt(dx * dx + dy * dy + dz * dz);
-                        if (!(r < rmax) && !(r <= ECN_COINCIDE_DIST))
-                            continue;
-                        if (cb_n == cb_cap) {
-                            int64_t nc = cb_cap < 256 ? 256 : cb_cap * 2;
-                            cand *q;
-                            if ((uint64_t)nc > SIZE_MAX / sizeof *cb ||
-                                !(q = realloc(cb, (size_t)nc * sizeof *cb))) {
-                                st = ecn_fail(err, err_len, ECENET_ERR_NOMEM,
-                                              "graph: out of memory (%lld pairs of atom %zu)",
-                                              (long long)cb_n, i);
-                                goto done;
-                            }
-                            cb = q;
-                            cb_cap = nc;
-                        }
-                        cb[cb_n].dst = j;
-                        cb[cb_n].r = r;
-                        memcpy(cb[cb_n].n, nn, sizeof nn);
-                        cb_n++;
-                    }
-                }
-        /* Order by (dst, n): packed 64-bit keys when the images of this
-         * atom span < 1024 layers per axis (always, in practice), else qsort. */
-        if (cb_n > sk_cap) {
-            skey *q;
-            if ((uint64_t)cb_cap > SIZE_MAX / sizeof *sk ||
-                !(q = realloc(sk, (size_t)cb_cap * sizeof *sk))) {
-                st = ecn_fail(err, err_len, ECENET_ERR_NOMEM,
-                              "graph: out of memory (%lld pairs of atom %zu)", (long long)cb_n, i);
-                goto done;
-            }
-            sk = q;
-            sk_cap = cb_cap;
-        }
-        {
-            int64_t lo[3] = {INT64_MAX, INT64_MAX, INT64_MAX}, hi[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
-            int packed = 1;
-            for (e = 0; e < cb_n; e++)
-                for (k = 0; k < 3; k++) {
-                    if (cb[e].n[k] < lo[k])
-                        lo[k] = cb[e].n[k];
-                    if (cb[e].n[k] > hi[k])
-                        hi[k] = cb[e].n[k];
-                }
-            for (k = 0; k < 3 && cb_n > 0; k++)
-                if ((uint64_t)(hi[k] - lo[k]) >= 1024)
-                    packed = 0;
-            if (packed) {
-                for (e = 0; e < cb_n; e++) {
-                    sk[e].key = ((uint64_t)cb[e].dst << 30) | ((uint64_t)(cb[e].n[0] - lo[0]) << 20) |
-                                ((uint64_t)(cb[e].n[1] - lo[1]) << 10) | (uint64_t)(cb[e].n[2] - lo[2]);
-                    sk[e].idx = e;
-                }
-                skey_sort(sk, cb_n);
-            } else {
-                qsort(cb, (size_t)cb_n, sizeof *cb, cand_cmp);
-                for (e = 0; e < cb_n; e++)
-                    sk[e].idx = e;
-            }
-        }
-        for (e = 0; e < cb_n; e++) {
-            const cand *q = &cb[sk[e].idx];
-            int lst;
-            if (q->r <= ECN_COINCIDE_DIST) {
-                if ((size_t)q->dst == i)
-                    st = ecn_fail(err, err_len, ECENET_ERR_INPUT,
-                                  "atom %zu coincides with its own periodic image (%lld, %lld, %lld) "
-                                  "(distance %g Å): the cell is too small",
-                                  i, (long long)q->n[0], (long long)q->n[1], (long long)q->n[2], q->r);
-                else if (q->n[0] == 0 && q->n[1] == 0 && q->n[2] == 0)
-                    st = ecn_fail(err, err_len, ECENET_ERR_INPUT,
-                                  "atoms %zu and %d coincide (distance %g Å)", i, (int)q->dst, q->r);
-                else
-                    st = ecn_fail(err, err_len, ECENET_ERR_INPUT,
-                                  "atoms %zu and %d coincide (distance %g Å, periodic image "
-                                  "(%lld, %lld, %lld) of atom %d)",
-                                  i, (int)q->dst, q->r, (long long)q->n[0], (long long)q->n[1],
-                                  (long long)q->n[2], (int)q->dst);
-                goto done;
-            }
-            for (lst = 0; lst < 2; lst++) {
-                plist *l = lst == 0 ? &le : &ln;
-                double rc = lst == 0 ? r_cut_edge : r_cut_nb;
-                double *sh;
-                if (!(q->r < rc))
-                    continue;
-                if (l->n >= ECN_MAX_PAIRS) {
-                    st = ecn_fail(err, err_len, ECENET_ERR_INPUT,
-                                  "graph: more than %lld %s (cutoff %g Å, %zu atoms)",
-                                  (long long)ECN_MAX_PAIRS, lst == 0 ? "edges" : "neighbour pairs",
-                                  rc, n);
-                    goto done;
-                }
-                if (plist_reserve(l, l->n + 1,
-                                  1.05 * (double)l->n * ((double)n / (double)(i + 1)) + 1024.0)) {
-                    st = ecn_fail(err, err_len, ECENET_ERR_NOMEM,
-                                  "graph: out of memory (%lld %s)", (long long)l->n,
-                                  lst == 0 ? "edges" : "neighbour pairs");
-                    goto done;
-                }
-                l->src[l->n] = (int32_t)i;
-                l->dst[l->n] = q->dst;
-                sh = &l->shift[3 * l->n];
-                for (k = 0; k < 3; k++)
-                    sh[k] = (double)q->n[0] * C[0 + k] +
-                            (double)q->n[1] * C[3 + k] +
-                            (double)q->n[2] * C[6 + k];
-                l->n++;
-            }
-        }
+    /* The lists and their groupings. */
+    hist = mem_buf(g->mem, BUF_HIST, (size_t)threads * 2 * n * sizeof *hist);
+    bsum = mem_buf(g->mem, BUF_BSUM, (size_t)threads * 2 * sizeof *bsum);
+    if (!hist || !bsum || pairlist_alloc(g, 0, tot_e, n, reuse) ||
+        pairlist_alloc(g, 1, tot_n, n, reuse)) {
+        st = ecn_fail(err, err_len, ECENET_ERR_NOMEM,
+                      "graph: out of memory (%lld edges, %lld neighbour pairs)", (long long)tot_e,
+                      (long long)tot_n);
+        goto done;
     }
-    plist_finish(&le, &g->edges);
-    plist_finish(&ln, &g->nb);
+    assemble(x, &f, g, hist, bsum, threads, par);
 
 done:
-    free(frac);
-    free(off);
-    free(atom_bin);
-    free(bin_coord);
-    free(bin_start);
-    free(bin_atoms);
-    free(bin_fill);
-    free(wrap);
-    free(wbin);
-    free(hash.keys);
-    free(hash.ids);
-    free(cb);
-    free(sk);
-    plist_free(&le);
-    plist_free(&ln);
+    return st;
+}
+
+ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *cell,
+                              const int pbc[3], double r_cut_edge, double r_cut_nb,
+                              ecn_graph *g, char *err, size_t err_len)
+{
+    ecenet_status st;
+    if (!g)
+        return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "graph: output graph is NULL");
+    memset(g, 0, sizeof *g);
+    st = build(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 0, err, err_len);
+    if (st != ECENET_OK) {
+        ecn_graph_free(g);
+    } else {
+        mem_free(g->mem);
+        g->mem = NULL;
+    }
+    return st;
+}
+
+ecenet_status ecn_graph_rebuild(size_t n_atoms, const double *pos, const double *cell,
+                                const int pbc[3], double r_cut_edge, double r_cut_nb,
+                                ecn_graph *g, char *err, size_t err_len)
+{
+    ecenet_status st;
+    if (!g)
+        return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "graph: output graph is NULL");
+    st = build(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 1, err, err_len);
     if (st != ECENET_OK)
         ecn_graph_free(g);
     return st;
