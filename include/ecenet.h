@@ -141,7 +141,9 @@ typedef struct {
 } ecenet_outputs;
 
 /* Energy and the requested outputs for one structure. Buffer lengths must
- * match exactly (3N forces, 6 stress, 9 dE/dε, N atom energies). */
+ * match exactly (3N forces, 6 stress, 9 dE/dε, N atom energies). The context
+ * keeps its neighbour-list and workspace memory for the next call (an MD loop
+ * allocates nothing once the sizes settle); ecenet_ctx_free releases it. */
 ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *system,
                              const ecenet_outputs *outputs);
 

@@ -14,6 +14,7 @@
 struct ecenet_ctx {
     const ecenet_model *model;
     ecn_engine *engine;
+    ecn_graph graph; /* kept between computes: the rebuild reuses its memory */
     char err[ERR_LEN];
 };
 
@@ -84,6 +85,7 @@ void ecenet_ctx_free(ecenet_ctx *ctx)
     if (!ctx)
         return;
     ecn_engine_free(ctx->engine);
+    ecn_graph_free(&ctx->graph);
     free(ctx);
 }
 
@@ -202,24 +204,23 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
         free(grad);
         return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_NOMEM, "out of memory");
     }
-    ecn_graph g;
-    memset(&g, 0, sizeof g);
+    ecn_graph *g = &ctx->graph;
     double *per_edge = NULL;
     ecenet_status st = check_args(ctx, s, o, types);
     if (st == ECENET_OK) {
         const int nopbc[3] = {0, 0, 0};
-        st = ecn_graph_build(n, s->positions, s->cell, s->cell ? s->pbc : nopbc,
-                             m->cfg.r_cut_edge, m->cfg.r_cut_neighbor, &g, ctx->err, ERR_LEN);
+        st = ecn_graph_rebuild(n, s->positions, s->cell, s->cell ? s->pbc : nopbc,
+                               m->cfg.r_cut_edge, m->cfg.r_cut_neighbor, g, ctx->err, ERR_LEN);
     }
     if (st == ECENET_OK && o->atom_energies) {
-        per_edge = malloc((size_t)(g.edges.n + 1) * sizeof *per_edge);
+        per_edge = malloc((size_t)(g->edges.n + 1) * sizeof *per_edge);
         if (!per_edge)
             st = ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_NOMEM, "out of memory");
     }
     ecn_step_out so;
     memset(&so, 0, sizeof so);
     if (st == ECENET_OK) {
-        ecn_step_in si = {n, s->positions, types, &g};
+        ecn_step_in si = {n, s->positions, types, g};
         so.per_edge = per_edge;
         so.grad = (o->forces) ? grad : NULL;
         so.virial = (o->stress || o->dE_dstrain) ? virial : NULL;
@@ -250,13 +251,12 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
             for (size_t i = 0; i < n; i++)
                 o->atom_energies[i] = u * (m->atomic_energy[types[i]] + m->energy_mean / (double)n) +
                                       m->e_ref[types[i]];
-            for (int64_t e = 0; e < g.edges.n; e++) {
-                o->atom_energies[g.edges.src[e]] += 0.5 * u * per_edge[e];
-                o->atom_energies[g.edges.dst[e]] += 0.5 * u * per_edge[e];
+            for (int64_t e = 0; e < g->edges.n; e++) {
+                o->atom_energies[g->edges.src[e]] += 0.5 * u * per_edge[e];
+                o->atom_energies[g->edges.dst[e]] += 0.5 * u * per_edge[e];
             }
         }
     }
-    ecn_graph_free(&g);
     free(per_edge);
     free(types);
     free(grad);

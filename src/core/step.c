@@ -801,9 +801,16 @@ static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_o
     ecenet_csr *csr[4] = {&dm->e_src, &dm->e_dst, &dm->p_src, &dm->p_dst};
     for (int k = 0; k < 4; k++) {
         const ecn_pairlist *pl = lists[k];
-        csr_build(N, pl->n, (k % 2) ? pl->dst : pl->src, tt, tt + N + 1);
-        OP(&r, "upload_idx", be->upload_idx(w.csr[2 * k], tt, (size_t)N + 1));
-        OP(&r, "upload_idx", be->upload_idx(w.csr[2 * k + 1], tt + N + 1, (size_t)pl->n));
+        /* the graph builder provides the groupings; hand-made graphs may not */
+        const int32_t *ptr = (k % 2) ? pl->dst_ptr : pl->src_ptr;
+        const int32_t *idx = (k % 2) ? pl->dst_idx : pl->src_idx;
+        if (!ptr || (pl->n > 0 && !idx)) {
+            csr_build(N, pl->n, (k % 2) ? pl->dst : pl->src, tt, tt + N + 1);
+            ptr = tt;
+            idx = tt + N + 1;
+        }
+        OP(&r, "upload_idx", be->upload_idx(w.csr[2 * k], ptr, (size_t)N + 1));
+        OP(&r, "upload_idx", be->upload_idx(w.csr[2 * k + 1], idx, (size_t)pl->n));
         csr[k]->ptr = w.csr[2 * k];
         csr[k]->idx = w.csr[2 * k + 1];
     }
