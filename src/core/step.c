@@ -448,6 +448,17 @@ static void readout_fwd(ecn_run *r, int64_t e0, int64_t n, void *X)
  * and the last stage feeds the readout chunk by chunk, so the final features
  * never exist for all edges at once. The backward recomputes each chunk's Z
  * from Sin[g] and runs the layer VJPs on it right away. */
+/* Low memory: copy the chunk [e0, e0+n) of stage g's input into Xc and
+ * return the chunk's layer range (Z and Xbar set by the caller). */
+static lrange chunk_load(ecn_run *r, int g, int64_t e0, int64_t n)
+{
+    ecn_ws *w = r->w;
+    section(r, "stage%d", g, 0);
+    OP(r, "copy", r->be->copy(w->Xc, at(r, w->Sin[g], e0, r->XE), (size_t)n * r->XE * r->rsz));
+    lrange q = {n, w->tsrc + e0, w->ttgt + e0, w->Xc, NULL, NULL, w->tF1, w->tW1, w->tW2};
+    return q;
+}
+
 static void stage_fwd(ecn_run *r, int g)
 {
     ecn_ws *w = r->w;
@@ -467,9 +478,8 @@ static void stage_fwd(ecn_run *r, int g)
     const int64_t E = r->dm->E, C = r->chunk;
     for (int64_t e0 = 0; e0 < E; e0 += C) {
         const int64_t n = E - e0 < C ? E - e0 : C;
-        section(r, "stage%d", g, 0);
-        OP(r, "copy", r->be->copy(w->Xc, at(r, w->Sin[g], e0, r->XE), (size_t)n * r->XE * r->rsz));
-        lrange q = {n, w->tsrc + e0, w->ttgt + e0, w->Xc, NULL, w->Z[0], w->tF1, w->tW1, w->tW2};
+        lrange q = chunk_load(r, g, e0, n);
+        q.Z = w->Z[0]; /* the forward keeps no Z: one buffer serves every layer */
         for (int k = 0; k < nl; k++) {
             section(r, "stage%d.layer%d", g, k);
             layer_fwd(r, g * nl + k, &q, 0);
@@ -502,10 +512,8 @@ static void stage_bwd(ecn_run *r, int g)
     const int64_t E = r->dm->E, C = r->chunk;
     for (int64_t e0 = 0; e0 < E; e0 += C) {
         const int64_t n = E - e0 < C ? E - e0 : C;
-        section(r, "stage%d", g, 0);
-        OP(r, "copy", r->be->copy(w->Xc, at(r, w->Sin[g], e0, r->XE), (size_t)n * r->XE * r->rsz));
-        lrange q = {n, w->tsrc + e0, w->ttgt + e0, w->Xc, at(r, w->Xbar, e0, r->XE), NULL,
-                    w->tF1, w->tW1, w->tW2};
+        lrange q = chunk_load(r, g, e0, n);
+        q.Xbar = at(r, w->Xbar, e0, r->XE);
         for (int k = 0; k < nl; k++) { /* recompute */
             section(r, "stage%d.layer%d", g, k);
             q.Z = w->Z[k];
