@@ -441,12 +441,12 @@ static void readout_fwd(ecn_run *r, int64_t e0, int64_t n, void *X)
  * Default: each stage runs its layers in place on X over all edges and keeps
  * every layer's Z for the backward (n_layers·n_mp tensors of E·2Q·F).
  *
- * Low memory: Z is never kept. A stage reads its input Sin[g] (kept: the
- * post-frame X for stage 0, the MP output for the others) and runs its layers
- * on one edge chunk at a time in a chunk buffer Xc; the stage output goes to
- * the next stage's input buffer (on which the MP layer then acts in place),
- * and the last stage feeds the readout chunk by chunk, so the final features
- * never exist for all edges at once. The backward recomputes each chunk's Z
+ * Low memory: Z is never kept. A stage's input Sin[g] is kept (the
+ * post-frame X for stage 0, the MP output for the others). A stage copies it
+ * into the next stage's input buffer once and runs its layers there in place,
+ * one edge chunk at a time (the MP layer then acts in place on the result);
+ * the last stage runs each chunk in a chunk buffer Xc and feeds the readout,
+ * so the final features never exist for all edges at once. The backward recomputes each chunk's Z
  * from Sin[g] and runs the layer VJPs on it right away. */
 /* Low memory: copy the chunk [e0, e0+n) of stage g's input into Xc and
  * return the chunk's layer range (Z and Xbar set by the caller). */
@@ -476,9 +476,20 @@ static void stage_fwd(ecn_run *r, int g)
         return;
     }
     const int64_t E = r->dm->E, C = r->chunk;
+    if (!last) { /* the output is the next stage's input: copy once, run in place there */
+        section(r, "stage%d", g, 0);
+        OP(r, "copy", r->be->copy(w->Sin[g + 1], w->Sin[g], (size_t)E * r->XE * r->rsz));
+    }
     for (int64_t e0 = 0; e0 < E; e0 += C) {
         const int64_t n = E - e0 < C ? E - e0 : C;
-        lrange q = chunk_load(r, g, e0, n);
+        lrange q;
+        if (last) {
+            q = chunk_load(r, g, e0, n);
+        } else {
+            lrange in_place = {n, w->tsrc + e0, w->ttgt + e0, at(r, w->Sin[g + 1], e0, r->XE),
+                               NULL, NULL, w->tF1, w->tW1, w->tW2};
+            q = in_place;
+        }
         q.Z = w->Z[0]; /* the forward keeps no Z: one buffer serves every layer */
         for (int k = 0; k < nl; k++) {
             section(r, "stage%d.layer%d", g, k);
@@ -487,10 +498,6 @@ static void stage_fwd(ecn_run *r, int g)
         if (last) {
             section(r, "readout", 0, 0);
             readout_fwd(r, e0, n, w->Xc);
-        } else {
-            section(r, "stage%d", g, 0);
-            OP(r, "copy", r->be->copy(at(r, w->Sin[g + 1], e0, r->XE), w->Xc,
-                                      (size_t)n * r->XE * r->rsz));
         }
     }
     if (!last)
