@@ -25,10 +25,25 @@ int ecn_cuda_set_tf32(int on);
 int ecn_cuda_tf32(void);
 
 /* RealSpace launch configuration (rows per block, warps per block; default
- * env ECENET_RS_BLOCK / ECENET_RS_WARPS, read once, else 1024 / 8). rows
- * must be a multiple of 32*warps, warps <= 16; returns 0, or -1 (unchanged)
- * otherwise. */
+ * env ECENET_RS_BLOCK / ECENET_RS_WARPS, read once, else 1024 / 8). A row is
+ * one thread's unit of work: one edge's V consecutive channels in the vector
+ * kernels (V = 4 fp32, 2 fp64; see ecn_cuda_set_rs_vector), one (edge,
+ * channel) in the scalar ones; each thread does rows / (32*warps) rows.
+ * rows must be a multiple of 32*warps, warps <= 16; returns 0, or -1
+ * (unchanged) otherwise. */
 int ecn_cuda_set_rs_launch(int rows, int warps);
+
+/* RealSpace vector kernels (internal, for side-by-side measurement). A
+ * vector kernel's row is V = 16/sizeof(real) consecutive channels, moved
+ * with 16-byte loads and stores; it applies where Q == 4, F % V == 0 and the
+ * tensors are 16-byte aligned (elsewhere the scalar kernels run). on: 0 the
+ * scalar kernels only; 1 (default) the vector kernels where they apply,
+ * except the fp64 VJP (register-bound: it would spill); 2 the vector kernels
+ * wherever they apply. Same results in every mode (the same arithmetic per
+ * element, in the same order). Default: env ECENET_RS_VECTOR (0, 1, 2; read
+ * once), else 1. Returns the previous setting. Implemented in
+ * cuda_layers.cu. */
+int ecn_cuda_set_rs_vector(int on);
 
 /* The first CUDA / cuBLAS error the backend saw (sticky): 0 if none, else a
  * nonzero code with a message in buf. Once an error is recorded, download

@@ -11,15 +11,27 @@
  * (m = 0 cos only) and the per-edge-type weight corrections are added by
  * small kernels. fp32 GEMMs use TF32 tensor cores when enabled.
  *
- * RealSpace: one thread per (edge, channel) row, consecutive threads on
- * consecutive channels (coalesced), the 2Q inputs and outputs and the grid
- * values in registers, the θ tables in shared memory interleaved per grid
- * point (16-byte broadcast loads); SiLU in fp32 through the fast exp/rcp
- * intrinsics; the VJP recomputes the grid. Launch configuration:
- * ECENET_RS_BLOCK rows and ECENET_RS_WARPS warps per block (read once;
- * default 1024 rows, 8 warps). The fused layer entries run the residual
- * (X += RealSpace(Z)) inside the RealSpace kernel and let the VJP overwrite
- * its scratch, so neither needs a zeroing or an add pass. */
+ * RealSpace: a thread per row, consecutive threads on consecutive rows
+ * (coalesced); a row is one edge's V consecutive channels, V = 16/sizeof(T)
+ * (4 floats, 2 doubles: each of the 2Q inputs and outputs is one 16-byte
+ * load / store) when Q == 4, F % V == 0 and the tensors are 16-byte aligned
+ * (not for the fp64 VJP by default: see RsVC), else a single (edge, channel)
+ * (the scalar kernels; ecn_cuda_set_rs_vector / env ECENET_RS_VECTOR select
+ * them for measurements). The 2Q inputs and outputs and the grid
+ * values live in registers, the θ tables in shared memory interleaved per
+ * grid point (16-byte broadcast loads, each serving the row's V channels);
+ * SiLU in fp32 through the fast exp/rcp intrinsics; the VJP recomputes the
+ * grid. Both kinds of kernel do the same operations per element in the same
+ * order (bitwise identical results). Launch configuration: ECENET_RS_BLOCK
+ * rows and ECENET_RS_WARPS warps per block (read once; default 1024 rows,
+ * 8 warps), i.e. each thread does ECENET_RS_BLOCK / (32·ECENET_RS_WARPS)
+ * rows; with vector rows a block covers V times as many channels. The fused
+ * layer entries run the residual (X += RealSpace(Z)) inside the RealSpace
+ * kernel and let the VJP overwrite its scratch, so neither needs a zeroing
+ * or an add pass. */
+#include <mutex>
+#include <stdlib.h>
+#include "cuda_backend.h"
 #include "cuda_common.cuh"
 #include "cuda_ops.cuh"
 
@@ -506,35 +518,299 @@ __global__ void __launch_bounds__(512) rs_vjp_k(int64_t R, RS<T> a, int rpt,
     }
 }
 
+/* ---- RealSpace, vector rows ------------------------------------------------------------------------
+ * The same per-element arithmetic as rs_fwd_k / rs_vjp_k (the same operations
+ * in the same order, so the results are bitwise identical), for Q = 4, but a
+ * row is V = 16/sizeof(T) consecutive channels of one edge (4 floats, 2
+ * doubles): each of the 2Q = 8 inputs and outputs of a row is one 16-byte
+ * load or store (consecutive threads on consecutive 16 bytes: a warp moves
+ * 512 contiguous bytes per instruction), and each θ-table load from shared
+ * memory serves VC channels at a time (VC = V: one pass through the grid,
+ * the channels' independent chains interleaved; VC < V: V/VC passes, fewer
+ * live temporaries). Used when F % V == 0 and every tensor pointer is
+ * 16-byte aligned. */
+
+constexpr int RSV_Q = 4;
+
+template <typename T> struct Vec;
+template <> struct Vec<float> {
+    static const int n = 4;
+};
+template <> struct Vec<double> {
+    static const int n = 2;
+};
+
+__device__ static inline void vld(const float *p, float (&v)[4])
+{
+    const float4 q = *reinterpret_cast<const float4 *>(p);
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+}
+__device__ static inline void vld(const double *p, double (&v)[2])
+{
+    const double2 q = *reinterpret_cast<const double2 *>(p);
+    v[0] = q.x;
+    v[1] = q.y;
+}
+/* the store intrinsic (st.global.wb, the default policy) keeps each store one
+ * 16-byte transaction: plain float4 assignments were split into scalars */
+__device__ static inline void vst(float *p, const float (&v)[4])
+{
+    __stwb(reinterpret_cast<float4 *>(p), make_float4(v[0], v[1], v[2], v[3]));
+}
+__device__ static inline void vst(double *p, const double (&v)[2])
+{
+    __stwb(reinterpret_cast<double2 *>(p), make_double2(v[0], v[1]));
+}
+
+/* out (=|+=) (ac, as) for the 8 slots of one vector row at p (ACC: the 8 old
+ * values are all loaded first, then added (old + new, as the scalar kernel)
+ * and stored) */
+template <typename T, int V, bool ACC>
+__device__ static inline void rs_vstore(T *p, int F, const T (&ac)[RSV_Q][V],
+                                        const T (&as)[RSV_Q][V])
+{
+    if (ACC) {
+        T oc[RSV_Q][V], os[RSV_Q][V];
+#pragma unroll
+        for (int m = 0; m < RSV_Q; m++) {
+            vld(p + (2 * m) * F, oc[m]);
+            vld(p + (2 * m + 1) * F, os[m]);
+        }
+#pragma unroll
+        for (int m = 0; m < RSV_Q; m++) {
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                oc[m][v] += ac[m][v];
+                os[m][v] += as[m][v];
+            }
+            vst(p + (2 * m) * F, oc[m]);
+            vst(p + (2 * m + 1) * F, os[m]);
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < RSV_Q; m++) {
+            vst(p + (2 * m) * F, ac[m]);
+            vst(p + (2 * m + 1) * F, as[m]);
+        }
+    }
+}
+
+/* Y (=|+=) RealSpace(X); R = E·F/V vector rows */
+template <typename T, int VC, bool ACC, bool SILU>
+__global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
+                                                  const T *__restrict__ X, T *Y)
+{
+    constexpr int V = Vec<T>::n, Q = RSV_Q;
+    static_assert(V % VC == 0, "VC must divide V");
+    extern __shared__ __align__(16) unsigned char smraw[];
+    T *sm = (T *)smraw;
+    rs_tables<T, Q>(a, sm);
+    const int F = a.F, G = a.G;
+    const int64_t base = (int64_t)blockIdx.x * rpt * blockDim.x + threadIdx.x;
+    for (int j = 0; j < rpt; j++) {
+        const int64_t r = base + (int64_t)j * blockDim.x;
+        if (r >= R)
+            return;
+        int64_t e;
+        int fv;
+        rs_row(r, R, F / V, e, fv);
+        const int f0 = fv * V;
+        const int64_t o = e * 2 * Q * F + f0;
+        T xc[Q][V], xs[Q][V], yc[Q][V], ys[Q][V];
+#pragma unroll
+        for (int m = 0; m < Q; m++) {
+            vld(X + o + (2 * m) * F, xc[m]);
+            vld(X + o + (2 * m + 1) * F, xs[m]);
+#pragma unroll
+            for (int v = 0; v < V; v++)
+                yc[m][v] = ys[m][v] = (T)0;
+        }
+        T scale[V], shift[V];
+#pragma unroll
+        for (int v = 0; v < V; v++)
+            rs_affine(a, e, f0 + v, scale[v], shift[v]);
+#pragma unroll
+        for (int v0 = 0; v0 < V; v0 += VC) {
+            for (int k = 0; k < G; k++) {
+                T cs[Q], ss[Q], ca[Q], sa[Q];
+                const T *tk = sm + k * 4 * Q;
+                lds<Q>(tk, cs);
+                lds<Q>(tk + Q, ss);
+                lds<Q>(tk + 2 * Q, ca);
+                lds<Q>(tk + 3 * Q, sa);
+#pragma unroll
+                for (int v = v0; v < v0 + VC; v++) {
+                    T c = 0, s = 0;
+#pragma unroll
+                    for (int m = 0; m < Q; m++) {
+                        c += xc[m][v] * cs[m];
+                        s += xs[m][v] * ss[m];
+                    }
+                    const T g = rs_act<T, SILU>(a.act, scale[v] * (c + s) + shift[v]);
+#pragma unroll
+                    for (int m = 0; m < Q; m++) {
+                        yc[m][v] += g * ca[m];
+                        ys[m][v] += g * sa[m];
+                    }
+                }
+            }
+        }
+        rs_vstore<T, V, ACC>(Y + o, F, yc, ys);
+    }
+}
+
+/* Xbar (=|+=) RealSpace_vjp(X, Ybar), the grid recomputed from X; R = E·F/V vector rows */
+template <typename T, int VC, bool ACC, bool SILU>
+__global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
+                                                  const T *__restrict__ X,
+                                                  const T *__restrict__ Yb, T *Xb)
+{
+    constexpr int V = Vec<T>::n, Q = RSV_Q;
+    static_assert(V % VC == 0, "VC must divide V");
+    extern __shared__ __align__(16) unsigned char smraw[];
+    T *sm = (T *)smraw;
+    rs_tables<T, Q>(a, sm);
+    const int F = a.F, G = a.G;
+    const int64_t base = (int64_t)blockIdx.x * rpt * blockDim.x + threadIdx.x;
+    for (int j = 0; j < rpt; j++) {
+        const int64_t r = base + (int64_t)j * blockDim.x;
+        if (r >= R)
+            return;
+        int64_t e;
+        int fv;
+        rs_row(r, R, F / V, e, fv);
+        const int f0 = fv * V;
+        const int64_t o = e * 2 * Q * F + f0;
+        T xc[Q][V], xs[Q][V], bc[Q][V], bs[Q][V], gc[Q][V], gs[Q][V];
+#pragma unroll
+        for (int m = 0; m < Q; m++) {
+            vld(X + o + (2 * m) * F, xc[m]);
+            vld(X + o + (2 * m + 1) * F, xs[m]);
+            vld(Yb + o + (2 * m) * F, bc[m]);
+            vld(Yb + o + (2 * m + 1) * F, bs[m]);
+#pragma unroll
+            for (int v = 0; v < V; v++)
+                gc[m][v] = gs[m][v] = (T)0;
+        }
+        T scale[V], shift[V];
+#pragma unroll
+        for (int v = 0; v < V; v++)
+            rs_affine(a, e, f0 + v, scale[v], shift[v]);
+#pragma unroll
+        for (int v0 = 0; v0 < V; v0 += VC) {
+            for (int k = 0; k < G; k++) {
+                T cs[Q], ss[Q], ca[Q], sa[Q];
+                const T *tk = sm + k * 4 * Q;
+                lds<Q>(tk, cs);
+                lds<Q>(tk + Q, ss);
+                lds<Q>(tk + 2 * Q, ca);
+                lds<Q>(tk + 3 * Q, sa);
+#pragma unroll
+                for (int v = v0; v < v0 + VC; v++) {
+                    T gbar = 0, c = 0, s = 0;
+#pragma unroll
+                    for (int m = 0; m < Q; m++) {
+                        gbar += bc[m][v] * ca[m] + bs[m][v] * sa[m];
+                        c += xc[m][v] * cs[m];
+                        s += xs[m][v] * ss[m];
+                    }
+                    const T fb =
+                        gbar * rs_act_g<T, SILU>(a.act, scale[v] * (c + s) + shift[v]) * scale[v];
+#pragma unroll
+                    for (int m = 0; m < Q; m++) {
+                        gc[m][v] += fb * cs[m];
+                        gs[m][v] += fb * ss[m];
+                    }
+                }
+            }
+        }
+        rs_vstore<T, V, ACC>(Xb + o, F, gc, gs);
+    }
+}
+
+/* Channels per pass through the grid (VC) of the vector kernels, chosen from
+ * the ptxas report (sm_90, at most 128 registers under __launch_bounds__(512)):
+ * fp32 fwd 95 (SiLU) / 107 registers, fp32 VJP 128, fp64 fwd 128, all without
+ * spills at VC = V. The fp64 VJP holds 48 doubles of row data plus 16 of
+ * tables and spills at any VC (56-120 bytes at VC = 1): it runs the scalar
+ * kernel unless the vector kernels are forced (mode 2). */
+template <typename T> struct RsVC;
+template <> struct RsVC<float> {
+    static const int fwd = 4, vjp = 4;
+    static const bool vjp_default = true;
+};
+template <> struct RsVC<double> {
+    static const int fwd = 2, vjp = 1;
+    static const bool vjp_default = false;
+};
+
+/* vector mode: 0 scalar kernels only; 1 (default) the vector kernels where
+ * they apply, except the fp64 VJP; 2 the vector kernels wherever they apply.
+ * Env ECENET_RS_VECTOR=0|1|2, read once. */
+static int rs_vec_mode;
+static std::once_flag rs_vec_once;
+
+static int clamp_mode(long v) { return v <= 0 ? 0 : v >= 2 ? 2 : 1; }
+
+static int &rs_vec()
+{
+    std::call_once(rs_vec_once, [] {
+        const char *v = getenv("ECENET_RS_VECTOR");
+        rs_vec_mode = v && *v ? clamp_mode(strtol(v, NULL, 10)) : 1;
+    });
+    return rs_vec_mode;
+}
+
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* the vector kernels apply: Q == 4, F a multiple of V, 16-byte aligned tensors */
+template <typename T>
+static bool rs_vec_fits(const ecenet_realspace_params *p, const void *A, const void *B,
+                        const void *C)
+{
+    return p->Q == RSV_Q && p->F % Vec<T>::n == 0 && aligned16(A) && aligned16(B) &&
+           aligned16(C);
+}
+
 template <typename T, bool ACC>
 static void rs_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_idx ts,
                           ecenet_idx tt, const T *X, T *Y)
 {
     State &s = state();
-    const int64_t R = E * p->F;
-    if (R <= 0)
+    if (E * p->F <= 0)
         return;
     if (p->Q > 16) {
         fail(-2, "realspace: more than 16 angular slots", __FILE__, __LINE__);
         return;
     }
     const RS<T> a = rs_args<T>(p, ts, tt);
+    const bool vec = rs_vec() >= 1 && rs_vec_fits<T>(p, X, Y, Y);
+    const int64_t R = E * p->F / (vec ? Vec<T>::n : 1); /* rows: channels or vectors of V */
     const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
     const unsigned nb = blocks_for(R, s.rs_block);
-#define RS_FWD(QT, SILU)                                                                           \
+    /* TP: the kernel's second template argument (scalar: table slots QT; vector: VC, Q = 4) */
+#define RS_FWD(K, TP, SILU)                                                                        \
     do {                                                                                           \
-        const size_t sm = (size_t)4 * (QT)*p->G * sizeof(T);                                       \
-        smem_allow(rs_fwd_k<T, QT, ACC, SILU>, sm);                                                \
-        rs_fwd_k<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Y);                               \
+        const int qt = vec ? RSV_Q : (TP);                                                         \
+        const size_t sm = (size_t)4 * qt * p->G * sizeof(T);                                       \
+        smem_allow(K<T, TP, ACC, SILU>, sm);                                                       \
+        K<T, TP, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Y);                                      \
     } while (0)
-    if (p->Q == 4 && p->act == ECENET_ACT_SILU)
-        RS_FWD(4, true);
+    if (vec && p->act == ECENET_ACT_SILU)
+        RS_FWD(rs_fwd_vk, (RsVC<T>::fwd), true);
+    else if (vec)
+        RS_FWD(rs_fwd_vk, (RsVC<T>::fwd), false);
+    else if (p->Q == 4 && p->act == ECENET_ACT_SILU)
+        RS_FWD(rs_fwd_k, 4, true);
     else if (p->Q <= 4)
-        RS_FWD(4, false);
+        RS_FWD(rs_fwd_k, 4, false);
     else if (p->Q <= 8)
-        RS_FWD(8, false);
+        RS_FWD(rs_fwd_k, 8, false);
     else
-        RS_FWD(16, false);
+        RS_FWD(rs_fwd_k, 16, false);
 #undef RS_FWD
     CU_LAUNCHED();
 }
@@ -544,30 +820,36 @@ static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
                           ecenet_idx tt, const T *X, const T *Yb, T *Xb)
 {
     State &s = state();
-    const int64_t R = E * p->F;
-    if (R <= 0)
+    if (E * p->F <= 0)
         return;
     if (p->Q > 16) {
         fail(-2, "realspace: more than 16 angular slots", __FILE__, __LINE__);
         return;
     }
     const RS<T> a = rs_args<T>(p, ts, tt);
+    const bool vec = rs_vec() >= (RsVC<T>::vjp_default ? 1 : 2) && rs_vec_fits<T>(p, X, Yb, Xb);
+    const int64_t R = E * p->F / (vec ? Vec<T>::n : 1); /* rows: channels or vectors of V */
     const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
     const unsigned nb = blocks_for(R, s.rs_block);
-#define RS_VJP(QT, SILU)                                                                           \
+#define RS_VJP(K, TP, SILU)                                                                        \
     do {                                                                                           \
-        const size_t sm = (size_t)4 * (QT)*p->G * sizeof(T);                                       \
-        smem_allow(rs_vjp_k<T, QT, ACC, SILU>, sm);                                                \
-        rs_vjp_k<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);                          \
+        const int qt = vec ? RSV_Q : (TP);                                                         \
+        const size_t sm = (size_t)4 * qt * p->G * sizeof(T);                                       \
+        smem_allow(K<T, TP, ACC, SILU>, sm);                                                       \
+        K<T, TP, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);                                 \
     } while (0)
-    if (p->Q == 4 && p->act == ECENET_ACT_SILU)
-        RS_VJP(4, true);
+    if (vec && p->act == ECENET_ACT_SILU)
+        RS_VJP(rs_vjp_vk, (RsVC<T>::vjp), true);
+    else if (vec)
+        RS_VJP(rs_vjp_vk, (RsVC<T>::vjp), false);
+    else if (p->Q == 4 && p->act == ECENET_ACT_SILU)
+        RS_VJP(rs_vjp_k, 4, true);
     else if (p->Q <= 4)
-        RS_VJP(4, false);
+        RS_VJP(rs_vjp_k, 4, false);
     else if (p->Q <= 8)
-        RS_VJP(8, false);
+        RS_VJP(rs_vjp_k, 8, false);
     else
-        RS_VJP(16, false);
+        RS_VJP(rs_vjp_k, 16, false);
 #undef RS_VJP
     CU_LAUNCHED();
 }
@@ -679,3 +961,11 @@ template void fill_layers<float>(ecenet_backend &);
 template void fill_layers<double>(ecenet_backend &);
 
 } // namespace ecn_cu
+
+extern "C" int ecn_cuda_set_rs_vector(int on)
+{
+    int &v = ecn_cu::rs_vec();
+    const int old = v;
+    v = ecn_cu::clamp_mode(on);
+    return old;
+}
