@@ -9,7 +9,7 @@ ldd $B/ecenet $B/cuda_bench_rs | grep "not found"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 export ECENET_TEST_DATA=$PWD/tests/data
 for t in check_cuda check_options check_backends; do
-  s=$SECONDS; echo "=== $t"; timeout 150 $B/$t > $OUT/$t.log 2>&1; echo "rc=$? $((SECONDS-s))s"; grep -E "%:|:F:|:E:|TF32 vs" $OUT/$t.log | tail -6
+  s=$SECONDS; echo "=== $t"; timeout 240 $B/$t > $OUT/$t.log 2>&1; echo "rc=$? $((SECONDS-s))s"; grep -E "%:|:F:|:E:|TF32 vs" $OUT/$t.log | tail -6
 done
 grep "cuda" $OUT/check_options.log | awk '{print $NF}' | sort -g | tail -1 | sed 's/^/check_options worst cuda lowmem diff: /'
 cd $B
