@@ -195,16 +195,6 @@ static int is_periodic(const ecn_safetensors *ref)
     return f[0] || f[1] || f[2];
 }
 
-static ecenet_model *load_model(const char *name)
-{
-    char path[1024], err[1024];
-    snprintf(path, sizeof path, "%s/golden/%s.model.safetensors", tu_data_dir(), name);
-    ecenet_model *m = NULL;
-    ecenet_status st = ecenet_model_load(path, &m, err, sizeof err);
-    ck_assert_msg(st == ECENET_OK, "loading %s: %s", path, err);
-    return m;
-}
-
 /* The reference detaches the softmax's per-receiver maximum, so its forces
  * are not exactly -dE/dx (README "Softmax forces": up to 0.106 eV/Å of
  * 1.5e4 over all atoms in thglab_softmax). We ship the exact gradient, and at
@@ -255,7 +245,7 @@ static double check_forces(const char *name, const ecenet_model *m, const ecn_sa
 static void run_stepwise(const char *name)
 {
     ecn_safetensors *ref = tu_open_golden(name, "ref");
-    ecenet_model *m = load_model(name);
+    ecenet_model *m = tu_golden_model(name);
     const ecn_tensor *tp = ecn_st_find(ref, "input.positions");
     const int64_t N = tp->numel / 3;
     const double *pos = tu_f64(ref, "input.positions", 3 * N);
@@ -323,7 +313,7 @@ static void run_stepwise(const char *name)
 static void run_api(const char *name)
 {
     ecn_safetensors *ref = tu_open_golden(name, "ref");
-    ecenet_model *m = load_model(name);
+    ecenet_model *m = tu_golden_model(name);
     const ecn_tensor *tp = ecn_st_find(ref, "input.positions");
     const size_t N = (size_t)tp->numel / 3;
     const double *pos = tu_f64(ref, "input.positions", (int64_t)(3 * N));
@@ -390,7 +380,7 @@ END_TEST
 START_TEST(test_softmax_off_ties)
 {
     ecn_safetensors *ref = tu_open_golden("thglab_softmax", "ref");
-    ecenet_model *m = load_model("thglab_softmax");
+    ecenet_model *m = tu_golden_model("thglab_softmax");
     const double *p0 = tu_f64(ref, "input.positions", 27);
     const int64_t *z = tu_i64(ref, "input.numbers", 9);
     double pos[27], F[27], E = 0.0;
@@ -436,7 +426,7 @@ END_TEST
 START_TEST(test_research_identity_so3)
 {
     ecn_safetensors *ref = tu_open_golden("thglab_softmax", "ref");
-    ecenet_model *m = load_model("thglab_softmax");
+    ecenet_model *m = tu_golden_model("thglab_softmax");
     const int nl = m->cfg.n_mp * m->cfg.n_layers;
     m->cfg.activation = ECENET_ACT_IDENTITY;
     for (int k = 0; k < nl; k++)
@@ -527,9 +517,5 @@ int main(void)
     tcase_add_test(tr, test_softmax_off_ties);
     tcase_add_test(tr, test_research_identity_so3);
     suite_add_tcase(s, tr);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

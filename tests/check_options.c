@@ -32,30 +32,10 @@ typedef struct {
     double e, f[3 * MAXN], s[6], ae[MAXN];
 } result;
 
-static ecenet_model *golden_model(const char *name)
-{
-    char path[4096], err[1024];
-    ecenet_model *m = NULL;
-    snprintf(path, sizeof path, "%s/golden/%s.model.safetensors", tu_data_dir(), name);
-    ck_assert_msg(ecenet_model_load(path, &m, err, sizeof err) == ECENET_OK, "%s", err);
-    return m;
-}
-
 static void golden_structure(const char *name, structure *s)
 {
-    ecn_safetensors *ref = tu_open_golden(name, "ref");
-    const ecn_tensor *tp = ecn_st_find(ref, "input.positions");
-    ck_assert(tp != NULL);
     memset(s, 0, sizeof *s);
-    s->n = (size_t)tp->numel / 3;
-    ck_assert(s->n <= MAXN);
-    memcpy(s->pos, tu_f64(ref, "input.positions", (int64_t)(3 * s->n)), 3 * s->n * sizeof(double));
-    const int64_t *z = tu_i64(ref, "input.numbers", (int64_t)s->n);
-    for (size_t i = 0; i < s->n; i++)
-        s->z[i] = (int)z[i];
-    memcpy(s->cell, tu_f64(ref, "input.cell", 9), sizeof s->cell);
-    s->periodic = tu_max_abs(s->cell, 9) > 0.0;
-    ecn_st_close(ref);
+    s->n = tu_golden_structure(name, MAXN, s->pos, s->z, s->cell, &s->periodic);
 }
 
 static void compute(ecenet_ctx *ctx, const structure *s, result *r)
@@ -107,7 +87,7 @@ static const long CHUNKS[] = {1, 7, 64, 0};
 START_TEST(test_low_memory_same_results)
 {
     const int c = _i;
-    ecenet_model *m = golden_model(CASES[c]);
+    ecenet_model *m = tu_golden_model(CASES[c]);
     structure s;
     golden_structure(CASES[c], &s);
     for (size_t b = 0; b < sizeof BACKENDS / sizeof BACKENDS[0]; b++) {
@@ -177,7 +157,7 @@ static size_t workspace_of(const ecenet_model *m, const structure *s, int low_me
 
 START_TEST(test_low_memory_smaller)
 {
-    ecenet_model *m = golden_model("diamond");
+    ecenet_model *m = tu_golden_model("diamond");
     structure s;
     golden_structure("diamond", &s);
     const size_t w0 = workspace_of(m, &s, 0), w1 = workspace_of(m, &s, 1);
@@ -189,7 +169,7 @@ END_TEST
 
 START_TEST(test_option_errors)
 {
-    ecenet_model *m = golden_model("ethanol");
+    ecenet_model *m = tu_golden_model("ethanol");
     ecenet_ctx *ctx = NULL;
     char err[1024];
     ck_assert_msg(ecenet_ctx_create(m, "ref", ECENET_F64, &ctx, err, sizeof err) == ECENET_OK, "%s",
@@ -220,7 +200,7 @@ END_TEST
  * context changes nothing in the latter's bits. Needs a GPU. */
 START_TEST(test_tf32_per_context)
 {
-    ecenet_model *m = golden_model("diamond");
+    ecenet_model *m = tu_golden_model("diamond");
     structure s;
     golden_structure("diamond", &s);
     char err[1024];
@@ -260,9 +240,5 @@ int main(void)
     tcase_add_test(tc, test_option_errors);
     tcase_add_test(tc, test_tf32_per_context);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

@@ -19,10 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "ecenet.h"
 #include "model.h"
-#include "model_write.h"
 #include "safetensors.h"
 #include "test_util.h"
 
@@ -55,73 +53,6 @@ static void inv3(const double *a, double *r)
 }
 
 /* ------------------------------------------------------------------------ */
-/* models                                                                    */
-
-static ecn_config base_cfg(int n_types)
-{
-    ecn_config c;
-    memset(&c, 0, sizeof c);
-    c.n_types = n_types;
-    c.l_max = 2;
-    c.m_max = 2;
-    c.n_max = 3;
-    c.embed_dim = 2;
-    c.n_layers = 1;
-    c.n_mp = 1;
-    c.n_dist_basis = 4;
-    c.n_max_d = 0;
-    c.n_grid = 9;
-    c.n_dist_embed = 0;
-    c.cutoff_type = ECENET_CUTOFF_COSINE;
-    c.activation = ECENET_ACT_SILU;
-    c.use_nonlinearity = 1;
-    c.r_cut_edge = 4.0;
-    c.r_cut_neighbor = 3.5;
-    c.n_hidden = 1;
-    c.hidden[0] = 8;
-    return c;
-}
-
-/* Write a random model to a temporary file, load it, remove the file. */
-static ecenet_model *random_model(const ecn_config *cfg, const int *type_z, uint64_t seed,
-                                  double scale)
-{
-    const char *tmp = getenv("TMPDIR");
-    char path[4096], err[1024];
-    ecenet_model *m = NULL;
-    ecenet_status st;
-    int fd;
-    snprintf(path, sizeof path, "%s/ecenet_physics_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    fd = mkstemp(path);
-    ck_assert_msg(fd >= 0, "mkstemp(%s) failed", path);
-    close(fd);
-    st = ecn_model_write_random(path, cfg, type_z, seed, scale, err, sizeof err);
-    if (st == ECENET_OK)
-        st = ecenet_model_load(path, &m, err, sizeof err);
-    remove(path);
-    ck_assert_msg(st == ECENET_OK, "random model: %s", err);
-    return m;
-}
-
-static ecenet_model *golden_model(const char *name)
-{
-    char path[4096], err[1024];
-    ecenet_model *m = NULL;
-    snprintf(path, sizeof path, "%s/golden/%s.model.safetensors", tu_data_dir(), name);
-    ck_assert_msg(ecenet_model_load(path, &m, err, sizeof err) == ECENET_OK, "%s", err);
-    return m;
-}
-
-static ecenet_ctx *make_ctx(const ecenet_model *m)
-{
-    char err[1024];
-    ecenet_ctx *ctx = NULL;
-    ck_assert_msg(ecenet_ctx_create(m, "ref", ECENET_F64, &ctx, err, sizeof err) == ECENET_OK,
-                  "%s", err);
-    return ctx;
-}
-
-/* ------------------------------------------------------------------------ */
 /* structures                                                                */
 
 typedef struct {
@@ -149,48 +80,15 @@ static double calc(ecenet_ctx *ctx, const structure *s, const double *pos, const
     return E;
 }
 
-/* Smallest distance of atom position p to the first k atoms (through images
- * -1..1 along the periodic directions). */
-static double min_dist(const structure *s, const double *p, size_t k)
-{
-    double best = 1e300;
-    int r[3];
-    for (int x = 0; x < 3; x++)
-        r[x] = s->periodic && s->pbc[x] ? 1 : 0;
-    for (size_t j = 0; j < k; j++)
-        for (int a = -r[0]; a <= r[0]; a++)
-            for (int b = -r[1]; b <= r[1]; b++)
-                for (int c = -r[2]; c <= r[2]; c++) {
-                    double d2 = 0.0;
-                    for (int x = 0; x < 3; x++) {
-                        double d = s->pos[3 * j + x] - p[x];
-                        if (s->periodic)
-                            d += a * s->cell[x] + b * s->cell[3 + x] + c * s->cell[6 + x];
-                        d2 += d * d;
-                    }
-                    if (d2 < best * best)
-                        best = sqrt(d2);
-                }
-    return best;
-}
-
 /* n atoms in a cube of side `box`, pairwise ≥ dmin apart, elements cycled. */
 static void make_cluster(structure *s, size_t n, double box, double dmin, const int *elems,
                          int ne)
 {
     memset(s, 0, sizeof *s);
     s->n = n;
-    for (size_t i = 0; i < n; i++) {
-        double p[3];
-        int tries = 0;
-        do {
-            for (int x = 0; x < 3; x++)
-                p[x] = box * tu_uniform();
-            ck_assert_msg(++tries < 100000, "cannot place atom %zu", i);
-        } while (min_dist(s, p, i) < dmin);
-        memcpy(&s->pos[3 * i], p, sizeof p);
+    tu_random_positions(s->pos, n, box, NULL, dmin);
+    for (size_t i = 0; i < n; i++)
         s->z[i] = elems[i % (size_t)ne];
-    }
 }
 
 /* n atoms at random fractional positions in a (possibly triclinic) cell,
@@ -203,36 +101,16 @@ static void make_crystal(structure *s, size_t n, const double *cell, double dmin
     s->periodic = 1;
     s->pbc[0] = s->pbc[1] = s->pbc[2] = 1;
     memcpy(s->cell, cell, sizeof s->cell);
-    for (size_t i = 0; i < n; i++) {
-        double p[3];
-        int tries = 0;
-        do {
-            double f[3] = {tu_uniform(), tu_uniform(), tu_uniform()};
-            for (int x = 0; x < 3; x++)
-                p[x] = f[0] * cell[x] + f[1] * cell[3 + x] + f[2] * cell[6 + x];
-            ck_assert_msg(++tries < 100000, "cannot place atom %zu", i);
-        } while (min_dist(s, p, i) < dmin);
-        memcpy(&s->pos[3 * i], p, sizeof p);
+    tu_random_positions(s->pos, n, 0.0, cell, dmin);
+    for (size_t i = 0; i < n; i++)
         s->z[i] = elems[i % (size_t)ne];
-    }
 }
 
 static void load_golden_structure(const char *name, structure *s)
 {
-    ecn_safetensors *ref = tu_open_golden(name, "ref");
-    const ecn_tensor *tp = ecn_st_find(ref, "input.positions");
-    ck_assert(tp != NULL);
     memset(s, 0, sizeof *s);
-    s->n = (size_t)tp->numel / 3;
-    ck_assert(s->n <= MAXN);
-    memcpy(s->pos, tu_f64(ref, "input.positions", (int64_t)(3 * s->n)), 3 * s->n * sizeof(double));
-    const int64_t *z = tu_i64(ref, "input.numbers", (int64_t)s->n);
-    for (size_t i = 0; i < s->n; i++)
-        s->z[i] = (int)z[i];
-    memcpy(s->cell, tu_f64(ref, "input.cell", 9), sizeof s->cell);
-    s->periodic = fabs(det3(s->cell)) > 0.0; /* the golden crystals are periodic in 3D */
+    s->n = tu_golden_structure(name, MAXN, s->pos, s->z, s->cell, &s->periodic);
     s->pbc[0] = s->pbc[1] = s->pbc[2] = s->periodic;
-    ecn_st_close(ref);
 }
 
 /* The golden file's three finite-difference atoms. */
@@ -243,43 +121,6 @@ static void golden_fd_atoms(const char *name, int *atoms)
     for (int k = 0; k < 3; k++)
         atoms[k] = (int)a[k];
     ecn_st_close(ref);
-}
-
-/* Haar-uniform rotation from a normalised Gaussian quaternion. */
-static void random_rotation(double *R)
-{
-    double q[4], n = 0.0;
-    for (int k = 0; k < 4; k++) {
-        q[k] = tu_normal();
-        n += q[k] * q[k];
-    }
-    n = sqrt(n);
-    double w = q[0] / n, x = q[1] / n, y = q[2] / n, z = q[3] / n;
-    R[0] = 1 - 2 * (y * y + z * z); R[1] = 2 * (x * y - w * z);     R[2] = 2 * (x * z + w * y);
-    R[3] = 2 * (x * y + w * z);     R[4] = 1 - 2 * (x * x + z * z); R[5] = 2 * (y * z - w * x);
-    R[6] = 2 * (x * z - w * y);     R[7] = 2 * (y * z + w * x);     R[8] = 1 - 2 * (x * x + y * y);
-}
-
-/* Rows v (n×3) -> v·Rᵀ, i.e. each row vector rotated by R. */
-static void rotate_rows(const double *R, const double *v, double *out, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        for (int a = 0; a < 3; a++)
-            out[3 * i + a] = R[3 * a] * v[3 * i] + R[3 * a + 1] * v[3 * i + 1] +
-                             R[3 * a + 2] * v[3 * i + 2];
-}
-
-/* R·M·Rᵀ */
-static void rotate_tensor(const double *R, const double *M, double *out)
-{
-    for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++) {
-            double s = 0.0;
-            for (int c = 0; c < 3; c++)
-                for (int d = 0; d < 3; d++)
-                    s += R[3 * a + c] * M[3 * c + d] * R[3 * b + d];
-            out[3 * a + b] = s;
-        }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -308,17 +149,17 @@ static rot_err rotation_errors(ecenet_ctx *ctx, const structure *s, int n_rot)
                 r.asym = dmax(r.asym, fabs(G0[3 * a + b] - G0[3 * b + a]) / gmax);
     }
     for (int k = 0; k < n_rot; k++) {
-        random_rotation(R);
-        rotate_rows(R, s->pos, pos, n);
-        rotate_rows(R, s->cell, cell, 3);
+        tu_random_rotation(R);
+        tu_rotate_rows(R, s->pos, pos, n);
+        tu_rotate_rows(R, s->cell, cell, 3);
         double E1 = calc(ctx, s, pos, cell, F1, s->periodic ? G1 : NULL, s->periodic ? S1 : NULL);
-        rotate_rows(R, F0, Fr, n);
+        tu_rotate_rows(R, F0, Fr, n);
         r.e_rel = dmax(r.e_rel, fabs(E1 - E0) / fabs(E0));
         r.f_rel = dmax(r.f_rel, tu_max_abs_diff(F1, Fr, 3 * n) / fmax);
         if (s->periodic) {
             const double V = fabs(det3(s->cell));
             double gmax = tu_max_abs(G0, 9), d = 0.0;
-            rotate_tensor(R, G0, Gr);
+            tu_rotate_tensor(R, G0, Gr);
             d = tu_max_abs_diff(G1, Gr, 9) / gmax;
             /* stress σ' = R σ Rᵀ, Voigt entries from the upper triangle */
             for (int v = 0; v < 6; v++)
@@ -354,7 +195,7 @@ static void extra_structures(structure *tiny, structure *slab, uint64_t seed)
 /* Exact-case configurations: identity activation, RealSpace op on. */
 static ecn_config exact_cfg(int k)
 {
-    ecn_config c = base_cfg(3);
+    ecn_config c = tu_small_cfg(3);
     c.activation = ECENET_ACT_IDENTITY;
     switch (k) {
     case 0: /* defaults: L = M = 2, n_mp = 1, cosine, n_max_d None */
@@ -410,8 +251,8 @@ START_TEST(test_rotation_exact)
     extra_structures(tiny, slab, 102);
     for (int k = 0; k < 4; k++) {
         ecn_config c = exact_cfg(k);
-        ecenet_model *m = random_model(&c, Z_HCO, 1000 + (uint64_t)k, 1.0);
-        ecenet_ctx *ctx = make_ctx(m);
+        ecenet_model *m = tu_random_model(&c, Z_HCO, 1000 + (uint64_t)k, 1.0);
+        ecenet_ctx *ctx = tu_ctx(m, "ref");
         rot_err e[5];
         e[0] = rotation_errors(ctx, cl, 4);
         e[1] = rotation_errors(ctx, cr, 4);
@@ -468,8 +309,8 @@ START_TEST(test_rotation_approx)
         for (int k = 0; k < 4; k++) {
             ecn_config c = exact_cfg(k);
             c.activation = ECENET_ACT_SILU;
-            ecenet_model *m = random_model(&c, Z_HCO, 2000 + (uint64_t)k, scales[si]);
-            ecenet_ctx *ctx = make_ctx(m);
+            ecenet_model *m = tu_random_model(&c, Z_HCO, 2000 + (uint64_t)k, scales[si]);
+            ecenet_ctx *ctx = tu_ctx(m, "ref");
             rot_err a = rotation_errors(ctx, cl, 4), b = rotation_errors(ctx, cr, 4);
             printf("rotation, silu scale %.1f cfg %d: cluster dE %.2e dF %.2e | crystal dE %.2e "
                    "dF %.2e dσ %.2e\n",
@@ -639,8 +480,8 @@ START_TEST(test_invariances)
     {
         ecn_config c = exact_cfg(1);
         c.activation = ECENET_ACT_SILU;
-        ecenet_model *m = random_model(&c, Z_HCO, 3001, 1.0);
-        ecenet_ctx *ctx = make_ctx(m);
+        ecenet_model *m = tu_random_model(&c, Z_HCO, 3001, 1.0);
+        ecenet_ctx *ctx = tu_ctx(m, "ref");
         invariances(ctx, cl, "random cluster", &t, &p, &im);
         invariances(ctx, cr, "random crystal", &t, &p, &im);
         extra_structures(cl, cr, 304);
@@ -651,8 +492,8 @@ START_TEST(test_invariances)
     }
     for (int k = 0; k < 2; k++) {
         const char *name = k ? "options" : "diamond";
-        ecenet_model *m = golden_model(name);
-        ecenet_ctx *ctx = make_ctx(m);
+        ecenet_model *m = tu_golden_model(name);
+        ecenet_ctx *ctx = tu_ctx(m, "ref");
         load_golden_structure(name, gs);
         ck_assert(gs->periodic);
         invariances(ctx, gs, name, &t, &p, &im);
@@ -711,13 +552,7 @@ static void fd_strain(ecenet_ctx *ctx, const structure *s, double h, double *Gfd
         for (int b = 0; b < 3; b++) {
             double Epm[2];
             for (int sg = 0; sg < 2; sg++) {
-                const double e = sg ? -h : h;
-                memcpy(pos, s->pos, 3 * s->n * sizeof *pos);
-                memcpy(cell, s->cell, sizeof cell);
-                for (size_t i = 0; i < s->n; i++)
-                    pos[3 * i + b] += e * s->pos[3 * i + a];
-                for (int r = 0; r < 3; r++)
-                    cell[3 * r + b] += e * s->cell[3 * r + a];
+                tu_strain(s->n, s->pos, s->cell, a, b, sg ? -h : h, pos, cell);
                 Epm[sg] = calc(ctx, s, pos, cell, NULL, NULL, NULL);
             }
             Gfd[3 * a + b] = (Epm[0] - Epm[1]) / (2.0 * h);
@@ -773,8 +608,8 @@ START_TEST(test_finite_differences)
     int atoms[3];
     for (int k = 0; k < 2; k++) {
         const char *name = k ? "options" : "ethanol";
-        ecenet_model *m = golden_model(name);
-        ecenet_ctx *ctx = make_ctx(m);
+        ecenet_model *m = tu_golden_model(name);
+        ecenet_ctx *ctx = tu_ctx(m, "ref");
         load_golden_structure(name, s);
         golden_fd_atoms(name, atoms);
         fd_err r = fd_check(ctx, s, atoms, name);
@@ -787,8 +622,8 @@ START_TEST(test_finite_differences)
     for (int k = 1; k < 4; k += 2) {
         ecn_config c = exact_cfg(k);
         c.activation = ECENET_ACT_SILU;
-        ecenet_model *m = random_model(&c, Z_HCO, 4000 + (uint64_t)k, 1.0);
-        ecenet_ctx *ctx = make_ctx(m);
+        ecenet_model *m = tu_random_model(&c, Z_HCO, 4000 + (uint64_t)k, 1.0);
+        ecenet_ctx *ctx = tu_ctx(m, "ref");
         char label[64];
         atoms[0] = 0; atoms[1] = 5; atoms[2] = 13;
         snprintf(label, sizeof label, "cluster cfg %d", k);
@@ -820,8 +655,8 @@ START_TEST(test_finite_differences)
          * part, which the finite differences must reproduce */
         ecn_config c = exact_cfg(3);
         c.activation = ECENET_ACT_SILU;
-        ecenet_model *m = random_model(&c, Z_HCO, 4100, LARGE_SCALE);
-        ecenet_ctx *ctx = make_ctx(m);
+        ecenet_model *m = tu_random_model(&c, Z_HCO, 4100, LARGE_SCALE);
+        ecenet_ctx *ctx = tu_ctx(m, "ref");
         atoms[0] = 1; atoms[1] = 6; atoms[2] = 11;
         fd_err r = fd_check(ctx, cr, atoms, "crystal, large");
         w.f_rel = dmax(w.f_rel, r.f_rel); w.g_rel = dmax(w.g_rel, r.g_rel);
@@ -910,8 +745,8 @@ START_TEST(test_closed_loop)
     rot_structures(cl, cr, 505);
     ecn_config c = exact_cfg(3);
     c.activation = ECENET_ACT_SILU;
-    ecenet_model *m = random_model(&c, Z_HCO, 5001, 0.3);
-    ecenet_ctx *ctx = make_ctx(m);
+    ecenet_model *m = tu_random_model(&c, Z_HCO, 5001, 0.3);
+    ecenet_ctx *ctx = tu_ctx(m, "ref");
     for (int k = 0; k < 3; k++) {
         static const char *label[3] = {"cluster", "crystal", "cluster"};
         const int K = k == 2 ? 400 : 200;
@@ -1010,8 +845,8 @@ START_TEST(test_nve)
             v0[3 * i + a] -= p0[a] / mt;
     ecn_config c = exact_cfg(3);
     c.activation = ECENET_ACT_SILU;
-    ecenet_model *m = random_model(&c, Z_HCO, 6001, 0.3);
-    ecenet_ctx *ctx = make_ctx(m);
+    ecenet_model *m = tu_random_model(&c, Z_HCO, 6001, 0.3);
+    ecenet_ctx *ctx = tu_ctx(m, "ref");
     const double fs = 1.0 / 10.1805055, dt = 0.5 * fs;
     double kf1, kf2, ke0;
     double d1 = nve_drift(ctx, cl, v0, dt, 200, &kf1, &ke0);
@@ -1043,8 +878,8 @@ START_TEST(test_zero_edges)
     for (int k = 0; k < 3; k++) {
         ecn_config c = exact_cfg(cfgs[k]);
         c.activation = ECENET_ACT_SILU;
-        ecenet_model *m = random_model(&c, Z_HCO, 7000 + (uint64_t)k, 1.0);
-        ecenet_ctx *ctx = make_ctx(m);
+        ecenet_model *m = tu_random_model(&c, Z_HCO, 7000 + (uint64_t)k, 1.0);
+        ecenet_ctx *ctx = tu_ctx(m, "ref");
         const double rc = c.r_cut_edge;
         double e_atom[3], F[6], G[9], S[6], ae[2], E, prev = 1e300;
         memset(s, 0, sizeof *s);
@@ -1162,9 +997,9 @@ static void expect_fail(ecenet_ctx *ctx, const ecenet_system *sys, const ecenet_
 
 START_TEST(test_bad_input)
 {
-    ecn_config c = base_cfg(3);
-    ecenet_model *m = random_model(&c, Z_HCO, 8001, 1.0);
-    ecenet_ctx *ctx = make_ctx(m), *ctx2 = NULL;
+    ecn_config c = tu_small_cfg(3);
+    ecenet_model *m = tu_random_model(&c, Z_HCO, 8001, 1.0);
+    ecenet_ctx *ctx = tu_ctx(m, "ref"), *ctx2 = NULL;
     char err[1024];
     double pos[3 * NB] = {0.0, 0.0, 0.0, 1.2, 0.1, 0.0, -0.3, 1.4, 0.2, 0.5, -0.6, 1.3};
     int z[NB] = {6, 1, 8, 1};
@@ -1314,9 +1149,5 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_bad_input);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

@@ -8,12 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend.h"
 #include "graph.h"
 #include "model.h"
-#include "model_write.h"
 #include "profile.h"
 #include "step.h"
 #include "test_util.h"
@@ -21,33 +19,13 @@
 /* A small public model with message passing, and a rattled 2x2x2 diamond box. */
 static ecenet_model *small_model(void)
 {
-    ecn_config c;
-    memset(&c, 0, sizeof c);
-    c.n_types = 1;
-    c.l_max = 2;
-    c.m_max = 2;
-    c.n_max = 3;
+    ecn_config c = tu_small_cfg(1);
     c.embed_dim = 4;
     c.n_layers = 2;
     c.n_mp = 2;
-    c.n_dist_basis = 4;
-    c.n_grid = 9;
-    c.r_cut_edge = 4.0;
-    c.r_cut_neighbor = 3.5;
-    c.use_nonlinearity = 1;
-    c.n_hidden = 1;
     c.hidden[0] = 16;
-    char path[] = "/tmp/ecenet-prof-XXXXXX", err[512];
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
     const int z[1] = {6};
-    ck_assert_msg(ecn_model_write_random(path, &c, z, 5, 1.0, err, sizeof err) == ECENET_OK, "%s",
-                  err);
-    ecenet_model *m = NULL;
-    ck_assert_msg(ecenet_model_load(path, &m, err, sizeof err) == ECENET_OK, "%s", err);
-    remove(path);
-    return m;
+    return tu_random_model(&c, z, 5, 1.0);
 }
 
 typedef struct {
@@ -240,9 +218,5 @@ int main(void)
     tcase_add_test(tc, test_accounting);
     tcase_add_test(tc, test_fused_matches_unfused);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

@@ -17,12 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "backend.h"
 #include "ecenet.h"
 #include "graph.h"
 #include "model.h"
-#include "model_write.h"
 #include "step.h"
 #include "test_util.h"
 
@@ -39,25 +37,9 @@ static double dmax(double a, double b) { return a > b ? a : b; }
  * the research version has none of them). */
 static ecn_config public_cfg(void)
 {
-    ecn_config c;
-    memset(&c, 0, sizeof c);
-    c.variant = ECN_VARIANT_PUBLIC;
-    c.n_types = 3;
-    c.l_max = 2;
-    c.m_max = 2;
-    c.n_max = 3;
+    ecn_config c = tu_small_cfg(3);
     c.embed_dim = 3; /* F = 2·3·3 = 18 */
     c.n_layers = 2;
-    c.n_mp = 1;
-    c.n_dist_basis = 4;
-    c.n_grid = 9;
-    c.cutoff_type = ECENET_CUTOFF_COSINE;
-    c.activation = ECENET_ACT_SILU;
-    c.use_nonlinearity = 1;
-    c.r_cut_edge = 4.0;
-    c.r_cut_neighbor = 3.5;
-    c.n_hidden = 1;
-    c.hidden[0] = 8;
     return c;
 }
 
@@ -80,24 +62,11 @@ static ecn_config as_research(const ecn_config *pub)
  * softmax MP layers with 2 heads, bottleneck 8, FiLM, SiLU. */
 static ecn_config research_cfg(void)
 {
-    ecn_config c;
-    memset(&c, 0, sizeof c);
+    ecn_config c = tu_small_cfg(3);
     c.variant = ECN_VARIANT_RESEARCH;
-    c.n_types = 3;
     c.l_max = 3;
-    c.m_max = 2;
-    c.n_max = 3;
-    c.embed_dim = 2;
-    c.n_layers = 1;
     c.n_mp = 3;
-    c.n_grid = 9;
-    c.cutoff_type = ECENET_CUTOFF_COSINE;
-    c.activation = ECENET_ACT_SILU;
-    c.use_nonlinearity = 1;
-    c.r_cut_edge = 4.0;
-    c.r_cut_neighbor = 3.5;
-    c.n_hidden = 1;
-    c.hidden[0] = 8;
+    c.n_dist_basis = 0;
     c.bottleneck_dim = 8;
     c.mp_type = ECN_MP_SOFTMAX;
     c.mp_dim = 8;
@@ -132,39 +101,7 @@ static ecn_config research_sum_cfg(void)
     return c;
 }
 
-/* Write a random model to a temporary file, load it, remove the file. */
-static ecenet_model *random_model(const ecn_config *cfg, uint64_t seed, double scale)
-{
-    const char *tmp = getenv("TMPDIR");
-    char path[4096], err[1024];
-    ecenet_model *m = NULL;
-    ecenet_status st;
-    int fd;
-    snprintf(path, sizeof path, "%s/ecenet_research_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    fd = mkstemp(path);
-    ck_assert_msg(fd >= 0, "mkstemp(%s) failed", path);
-    close(fd);
-    st = ecn_model_write_random(path, cfg, Z_HCO, seed, scale, err, sizeof err);
-    if (st == ECENET_OK)
-        st = ecenet_model_load(path, &m, err, sizeof err);
-    remove(path);
-    ck_assert_msg(st == ECENET_OK, "random model: %s", err);
-    ck_assert_str_eq(ecenet_model_variant(m), cfg->variant == ECN_VARIANT_RESEARCH
-                                                  ? "thglab-research"
-                                                  : "ecenet-public");
-    return m;
-}
-
 static int have_backend(const char *name) { return strstr(ecenet_backends(), name) != NULL; }
-
-static ecenet_ctx *make_ctx(const ecenet_model *m, const char *backend)
-{
-    char err[1024];
-    ecenet_ctx *ctx = NULL;
-    ck_assert_msg(ecenet_ctx_create(m, backend, ECENET_F64, &ctx, err, sizeof err) == ECENET_OK,
-                  "%s", err);
-    return ctx;
-}
 
 /* ------------------------------------------------------------------------ */
 /* structures                                                                */
@@ -204,27 +141,6 @@ static double energy(ecenet_ctx *ctx, const structure *s, const double *pos, con
     return E;
 }
 
-/* Smallest distance of p to the first k atoms of s (images -1..1 if periodic). */
-static double min_dist(const structure *s, const double *p, size_t k)
-{
-    double best = 1e300;
-    const int r = s->periodic ? 1 : 0;
-    for (size_t j = 0; j < k; j++)
-        for (int a = -r; a <= r; a++)
-            for (int b = -r; b <= r; b++)
-                for (int c = -r; c <= r; c++) {
-                    double d2 = 0.0;
-                    for (int x = 0; x < 3; x++) {
-                        double d = s->pos[3 * j + x] - p[x];
-                        if (s->periodic)
-                            d += a * s->cell[x] + b * s->cell[3 + x] + c * s->cell[6 + x];
-                        d2 += d * d;
-                    }
-                    best = d2 < best * best ? sqrt(d2) : best;
-                }
-    return best;
-}
-
 /* n atoms, ≥ dmin apart, elements H, C, O cycled: in a cube of side box, or
  * (cell != NULL) at random fractional positions of a periodic cell. Random
  * positions have no symmetry, so no two softmax scores tie. */
@@ -235,31 +151,17 @@ static void make_structure(structure *s, size_t n, double box, const double *cel
     s->periodic = cell != NULL;
     if (cell)
         memcpy(s->cell, cell, sizeof s->cell);
-    for (size_t i = 0; i < n; i++) {
-        double p[3];
-        int tries = 0;
-        do {
-            double f[3] = {tu_uniform(), tu_uniform(), tu_uniform()};
-            for (int x = 0; x < 3; x++)
-                p[x] = cell ? f[0] * cell[x] + f[1] * cell[3 + x] + f[2] * cell[6 + x] : box * f[x];
-            ck_assert_msg(++tries < 100000, "cannot place atom %zu", i);
-        } while (min_dist(s, p, i) < dmin);
-        memcpy(&s->pos[3 * i], p, sizeof p);
+    tu_random_positions(s->pos, n, box, cell, dmin);
+    for (size_t i = 0; i < n; i++)
         s->z[i] = Z_HCO[i % 3];
-    }
 }
 
 /* Golden ethanol (ase.build.molecule('CH3CH2OH')), the README's structure. */
 static void ethanol(structure *s)
 {
-    ecn_safetensors *ref = tu_open_golden("ethanol", "ref");
     memset(s, 0, sizeof *s);
-    s->n = 9;
-    memcpy(s->pos, tu_f64(ref, "input.positions", 27), 27 * sizeof(double));
-    const int64_t *z = tu_i64(ref, "input.numbers", 9);
-    for (int i = 0; i < 9; i++)
-        s->z[i] = (int)z[i];
-    ecn_st_close(ref);
+    s->n = tu_golden_structure("ethanol", MAXN, s->pos, s->z, s->cell, &s->periodic);
+    ck_assert(s->n == 9 && !s->periodic);
 }
 
 /* Triclinic cells, 6.5-7.5 Å: several images of some pairs within r_cut. */
@@ -359,13 +261,14 @@ START_TEST(test_public_equivalence)
         }
         ecn_config cr = as_research(&cp);
         const uint64_t seed = 1100 + (uint64_t)k;
-        ecenet_model *mp = random_model(&cp, seed, 1.0), *mr = random_model(&cr, seed, 1.0);
+        ecenet_model *mp = tu_random_model(&cp, Z_HCO, seed, 1.0),
+                     *mr = tu_random_model(&cr, Z_HCO, seed, 1.0);
         assert_same_weights(mp, mr);
         for (int b = 0; b < 2; b++) {
             const char *be = b ? "omp" : "ref";
             if (b && !have_backend("omp"))
                 continue;
-            ecenet_ctx *xp = make_ctx(mp, be), *xr = make_ctx(mr, be);
+            ecenet_ctx *xp = tu_ctx(mp, be), *xr = tu_ctx(mr, be);
             for (int q = 0; q < 4; q++) {
                 result rp, rr;
                 calc(xp, &s[q], NULL, NULL, &rp);
@@ -404,17 +307,13 @@ static void stencil_point(const structure *s, int p, double h, double *pos, doub
 {
     const int q = p / 2, n3 = 3 * (int)s->n;
     const double e = p % 2 ? -h : h;
-    memcpy(pos, s->pos, (size_t)n3 * sizeof *pos);
-    memcpy(cell, s->cell, 9 * sizeof *cell);
-    if (q < n3) {
-        pos[q] += e;
+    if (q >= n3) {
+        tu_strain(s->n, s->pos, s->cell, (q - n3) / 3, (q - n3) % 3, e, pos, cell);
         return;
     }
-    const int a = (q - n3) / 3, b = (q - n3) % 3;
-    for (size_t i = 0; i < s->n; i++)
-        pos[3 * i + b] += e * s->pos[3 * i + a];
-    for (int r = 0; r < 3; r++)
-        cell[3 * r + b] += e * s->cell[3 * r + a];
+    memcpy(pos, s->pos, (size_t)n3 * sizeof *pos);
+    memcpy(cell, s->cell, 9 * sizeof *cell);
+    pos[q] += e;
 }
 
 /* Largest |analytic - FD| over the forces (relative to max|F|, in *ef) and
@@ -559,7 +458,7 @@ START_TEST(test_finite_differences)
     for (int k = 0; k < 2; k++) {
         const ecn_config c = k ? research_sum_cfg() : research_cfg();
         const char *label = k ? "sum" : "softmax";
-        ecenet_model *m = random_model(&c, 2000 + (uint64_t)k, FD_SCALE);
+        ecenet_model *m = tu_random_model(&c, Z_HCO, 2000 + (uint64_t)k, FD_SCALE);
         tu_rng_seed(2100 + (uint64_t)k);
         make_structure(&s[0], 9, 4.2, NULL, 1.0);
         make_structure(&s[1], 10, 0.0, k ? CELL_B : CELL_A, 1.0);
@@ -573,7 +472,7 @@ START_TEST(test_finite_differences)
                 ck_assert_msg(gap > 2.0 * drift, "a softmax maximum can change hands inside "
                               "the stencil (gap %.3e, drift %.3e)", gap, drift);
             }
-            ecenet_ctx *ctx = make_ctx(m, "ref");
+            ecenet_ctx *ctx = tu_ctx(m, "ref");
             result r;
             double ef, eg;
             calc(ctx, &s[q], NULL, NULL, &r);
@@ -591,7 +490,7 @@ START_TEST(test_finite_differences)
                  * differences: ~100 tiny evaluations per structure cost
                  * seconds in OpenMP barriers on a busy machine */
                 result ro;
-                ctx = make_ctx(m, "omp");
+                ctx = tu_ctx(m, "omp");
                 calc(ctx, &s[q], NULL, NULL, &ro);
                 const double d = result_rel_diff(&s[q], &r, &ro);
                 printf("fd %s structure %d: omp vs ref, largest relative difference of E, F%s: "
@@ -614,29 +513,6 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* 3. SO(3) with the identity activation                                     */
 
-static void random_rotation(double *R)
-{
-    double q[4], n = 0.0;
-    for (int k = 0; k < 4; k++) {
-        q[k] = tu_normal();
-        n += q[k] * q[k];
-    }
-    n = sqrt(n);
-    const double w = q[0] / n, x = q[1] / n, y = q[2] / n, z = q[3] / n;
-    R[0] = 1 - 2 * (y * y + z * z); R[1] = 2 * (x * y - w * z);     R[2] = 2 * (x * z + w * y);
-    R[3] = 2 * (x * y + w * z);     R[4] = 1 - 2 * (x * x + z * z); R[5] = 2 * (y * z - w * x);
-    R[6] = 2 * (x * z - w * y);     R[7] = 2 * (y * z + w * x);     R[8] = 1 - 2 * (x * x + y * y);
-}
-
-/* Rows v (n×3) -> each row rotated by R. */
-static void rotate_rows(const double *R, const double *v, double *out, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        for (int a = 0; a < 3; a++)
-            out[3 * i + a] = R[3 * a] * v[3 * i] + R[3 * a + 1] * v[3 * i + 1] +
-                             R[3 * a + 2] * v[3 * i + 2];
-}
-
 /* Worst relative change over n_rot random rotations of s: energy (of |E|),
  * forces against R·F (of max|F|), dE/dε against R·G·Rᵀ (of max|G|). */
 static void rotation_errors(ecenet_ctx *ctx, const structure *s, int n_rot, double *re,
@@ -649,24 +525,17 @@ static void rotation_errors(ecenet_ctx *ctx, const structure *s, int n_rot, doub
     const double fmax = tu_max_abs(r0.F, 3 * s->n), gmax = tu_max_abs(r0.G, 9);
     *re = *rf = *rg = 0.0;
     for (int k = 0; k < n_rot; k++) {
-        random_rotation(R);
+        tu_random_rotation(R);
         *rs = *s;
-        rotate_rows(R, s->pos, rs->pos, s->n);
-        rotate_rows(R, s->cell, rs->cell, 3);
+        tu_rotate_rows(R, s->pos, rs->pos, s->n);
+        tu_rotate_rows(R, s->cell, rs->cell, 3);
         calc(ctx, rs, NULL, NULL, &r1);
-        rotate_rows(R, r0.F, Fr, s->n);
+        tu_rotate_rows(R, r0.F, Fr, s->n);
         *re = dmax(*re, fabs(r1.E - r0.E) / fabs(r0.E));
         *rf = dmax(*rf, tu_max_abs_diff(r1.F, Fr, 3 * s->n) / fmax);
         if (s->periodic) {
             double Gr[9];
-            for (int a = 0; a < 3; a++)
-                for (int b = 0; b < 3; b++) {
-                    double v = 0.0;
-                    for (int x = 0; x < 3; x++)
-                        for (int y = 0; y < 3; y++)
-                            v += R[3 * a + x] * r0.G[3 * x + y] * R[3 * b + y];
-                    Gr[3 * a + b] = v;
-                }
+            tu_rotate_tensor(R, r0.G, Gr);
             *rg = dmax(*rg, tu_max_abs_diff(r1.G, Gr, 9) / gmax);
         }
     }
@@ -695,8 +564,8 @@ START_TEST(test_identity_so3)
         ecn_config c = research_cfg();
         c.activation = a ? ECENET_ACT_SILU : ECENET_ACT_IDENTITY;
         c.film_n_rbf = 2;
-        ecenet_model *m = random_model(&c, 3000, 1.0);
-        ecenet_ctx *ctx = make_ctx(m, "ref");
+        ecenet_model *m = tu_random_model(&c, Z_HCO, 3000, 1.0);
+        ecenet_ctx *ctx = tu_ctx(m, "ref");
         for (int q = 0; q < 2; q++) {
             double re, rf, rg;
             rotation_errors(ctx, &s[q], a ? 1 : 4, &re, &rf, &rg);
@@ -732,9 +601,5 @@ int main(void)
     tcase_add_test(tc, test_finite_differences);
     tcase_add_test(tc, test_identity_so3);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }
