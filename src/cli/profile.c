@@ -120,7 +120,7 @@ static const char *op_label(const char *op)
         {"dist_embed_fwd", "distance embedding"},
         {"film_fwd", "FiLM gate"},
         {"chan_scale_fwd", "FiLM scale"},
-        {"copy", "chunk copy (low memory)"},
+        {"copy", "copy"},
     };
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
         if (!strcmp(map[k][0], op))

@@ -165,7 +165,7 @@ static void plan(const ecn_shape *sh, const ecn_config *c, size_t rs, carve *cv,
             w->Sin[g] = RL(E * XE, "copy", 1);
     }
     for (int k = 0; k < sh->n_mp_layers; k++) {
-        w->Xmp[k] = RL(E * XE, sh->attn ? "linear_fwd" : "add", 1);
+        w->Xmp[k] = RL(E * XE, sh->attn ? "linear_fwd" : "copy", 1);
         w->g[k] = RL(E * BS, "mp_pack_unrotate_fwd", 1);
         w->w[k] = RL(E * F, sh->attn ? "mp_attn_weight_fwd" : "mp_weight_fwd", 1);
         w->Delta[k] = RL(N * BS, "mp_scatter_fwd", 1);
@@ -549,8 +549,7 @@ static void mp_edge_fwd(ecn_run *r, int q)
     const ecenet_backend *be = r->be;
     ecn_ws *w = r->w;
     const ecenet_dims *dm = r->dm;
-    zero(r, w->Xmp[q], dm->E * r->XE);
-    OP(r, "add", be->add((int64_t)(dm->E * r->XE), w->X, w->Xmp[q]));
+    OP(r, "copy", be->copy(w->Xmp[q], w->X, (size_t)dm->E * r->XE * r->rsz));
     OP(r, "mp_pack_unrotate_fwd", be->mp_pack_unrotate_fwd(dm, w->Xmp[q], w->D, w->g[q]));
     OP(r, "mp_weight_fwd",
        be->mp_weight_fwd(dm, r->sh->K_mp, w->tsrc, w->ttgt, w->fr_mp, r->eng->W_msg[q], w->w[q]));
