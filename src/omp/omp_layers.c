@@ -134,11 +134,11 @@ static void lin_tile_vjp(const ecenet_linear_params *p, int nt, const lin_scratc
         }
 }
 
-void OMP_FN(omp_linear_fwd)(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc,
-                            ecenet_idx ttgt, const void *X_, void *Y_)
+/* Both directions tile the edges the same way: per tile, group the edges by
+ * type (for the per-type corrections) and run the tile's GEMMs. */
+static void lin_tiles(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc,
+                      ecenet_idx ttgt, const real *in, real *out, int vjp)
 {
-    const real *X = X_;
-    real *Y = Y_;
     const int TE = OMP_FN(omp_tile_edges)(p->fin > p->fout ? p->fin : p->fout);
     const int64_t nti = (E + TE - 1) / TE;
     const int64_t XEi = 2 * (int64_t)p->Q * p->fin, XEo = 2 * (int64_t)p->Q * p->fout;
@@ -152,32 +152,24 @@ void OMP_FN(omp_linear_fwd)(int64_t E, const ecenet_linear_params *p, ecenet_idx
             const int64_t e0 = t * TE;
             const int nt = (int)(E - e0 < TE ? E - e0 : TE);
             lin_group(p, e0, nt, tsrc, ttgt, &s);
-            lin_tile_fwd(p, nt, &s, X + e0 * XEi, Y + e0 * XEo, e0 + nt < E);
+            if (vjp) /* in = Ybar (width fout), out = Xbar (width fin) */
+                lin_tile_vjp(p, nt, &s, in + e0 * XEo, XEo, out + e0 * XEi, e0 + nt < E);
+            else
+                lin_tile_fwd(p, nt, &s, in + e0 * XEi, out + e0 * XEo, e0 + nt < E);
         }
     }
 }
 
-void OMP_FN(omp_linear_vjp)(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc,
-                            ecenet_idx ttgt, const void *Ybar_, void *Xbar_)
+void OMP_FN(omp_linear_fwd)(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc,
+                            ecenet_idx ttgt, const void *X, void *Y)
 {
-    const real *Ybar = Ybar_;
-    real *Xbar = Xbar_;
-    const int TE = OMP_FN(omp_tile_edges)(p->fin > p->fout ? p->fin : p->fout);
-    const int64_t nti = (E + TE - 1) / TE;
-    const int64_t XEi = 2 * (int64_t)p->Q * p->fin, XEo = 2 * (int64_t)p->Q * p->fout;
-#pragma omp parallel if (nti > 1)
-    {
-        char *buf = OMP_FN(omp_scratch)(OMP_SCR_TILE, lin_scratch_bytes(p, TE) + 64);
-        lin_scratch s;
-        lin_scratch_carve(p, TE, &buf, &s);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < nti; t++) {
-            const int64_t e0 = t * TE;
-            const int nt = (int)(E - e0 < TE ? E - e0 : TE);
-            lin_group(p, e0, nt, tsrc, ttgt, &s);
-            lin_tile_vjp(p, nt, &s, Ybar + e0 * XEo, XEo, Xbar + e0 * XEi, e0 + nt < E);
-        }
-    }
+    lin_tiles(E, p, tsrc, ttgt, X, Y, 0);
+}
+
+void OMP_FN(omp_linear_vjp)(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc,
+                            ecenet_idx ttgt, const void *Ybar, void *Xbar)
+{
+    lin_tiles(E, p, tsrc, ttgt, Ybar, Xbar, 1);
 }
 
 /* ---- RealSpace ------------------------------------------------------------------ */
