@@ -177,6 +177,26 @@ void OMP_FN(omp_linear_vjp)(int64_t E, const ecenet_linear_params *p, ecenet_idx
 #define RS_FB 64         /* features per block */
 #define RS_ACC 8192      /* accumulator reals per block: 2Q·fb <= RS_ACC */
 
+/* Write (or add) a block's 2Q accumulated rows of fb channels into an edge's
+ * features at channel f0 (row stride F). */
+static void rs_store(real *dst, const real *acc, int Q, int64_t F, int f0, int fb,
+                     int accumulate)
+{
+    for (int q = 0; q < 2 * Q; q++) {
+        real *y = dst + (int64_t)q * F + f0;
+        const real *a = acc + q * fb;
+        if (accumulate) {
+            OMP_SIMD
+            for (int f = 0; f < fb; f++)
+                y[f] += a[f];
+        } else {
+            OMP_SIMD
+            for (int f = 0; f < fb; f++)
+                y[f] = a[f];
+        }
+    }
+}
+
 typedef struct {
     const real *cs, *ss, *ca, *sa;
     int F, Q, G, act, fbmax;
@@ -319,19 +339,7 @@ static void rs_edge_fwd(const ecenet_realspace_params *p, const rs_info *ri, int
                 }
             }
         }
-        for (int q = 0; q < 2 * Q; q++) {
-            real *y = Ye + (int64_t)q * F + f0;
-            const real *a = acc + q * fb;
-            if (accumulate) {
-                OMP_SIMD
-                for (int f = 0; f < fb; f++)
-                    y[f] += a[f];
-            } else {
-                OMP_SIMD
-                for (int f = 0; f < fb; f++)
-                    y[f] = a[f];
-            }
-        }
+        rs_store(Ye, acc, Q, F, f0, fb, accumulate);
     }
 }
 
@@ -397,19 +405,7 @@ static void rs_edge_vjp(const ecenet_realspace_params *p, const rs_info *ri, int
                 }
             }
         }
-        for (int q = 0; q < 2 * Q; q++) {
-            real *x = Xb + (int64_t)q * F + f0;
-            const real *a = acc + q * fb;
-            if (accumulate) {
-                OMP_SIMD
-                for (int f = 0; f < fb; f++)
-                    x[f] += a[f];
-            } else {
-                OMP_SIMD
-                for (int f = 0; f < fb; f++)
-                    x[f] = a[f];
-            }
-        }
+        rs_store(Xb, acc, Q, F, f0, fb, accumulate);
     }
 }
 
