@@ -1104,24 +1104,36 @@ static const char *GOLDEN[] = {"ethanol", "diamond", "options", "thglab_sum_pbc"
                                "thglab_softmax"};
 #define N_GOLDEN ((int)(sizeof GOLDEN / sizeof GOLDEN[0]))
 
+/* The golden case's model and structure; 0 (with a skip line) if either is
+ * not available in this build. */
+static int load_case(const char *name, ecenet_model **m, structure *s)
+{
+    char path[4096], err[1024];
+    snprintf(path, sizeof path, "%s/golden/%s.model.safetensors", tu_data_dir(), name);
+    *m = NULL;
+    if (ecenet_model_load(path, m, err, sizeof err) != ECENET_OK) {
+        printf("skip: %s: the model does not load in this build (%s)\n", name, err);
+        return 0;
+    }
+    if (!load_structure(name, s)) {
+        printf("skip: %s: no golden structure\n", name);
+        ecenet_model_free(*m);
+        *m = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 static void run_golden(int bi, const char *name)
 {
     const ecenet_backend *be = get_backend(bi);
     if (!be)
         return;
-    char path[4096], err[1024];
-    snprintf(path, sizeof path, "%s/golden/%s.model.safetensors", tu_data_dir(), name);
     ecenet_model *m = NULL;
-    if (ecenet_model_load(path, &m, err, sizeof err) != ECENET_OK) {
-        printf("skip: %s: the model does not load in this build (%s)\n", name, err);
-        return;
-    }
     structure s;
-    if (!load_structure(name, &s)) {
-        printf("skip: %s: no golden structure\n", name);
-        ecenet_model_free(m);
+    if (!load_case(name, &m, &s))
         return;
-    }
+    char err[1024];
     /* the golden out.forces: the reference's, except where the library ships the
      * exact gradient of a detached maximum (thglab_softmax) */
     const int exact_grad = !strcmp(name, "thglab_softmax");
@@ -1190,19 +1202,11 @@ static void run_determinism(int bi, const char *name)
     const ecenet_backend *be = get_backend(bi);
     if (!be)
         return;
-    char path[4096], err[1024];
-    snprintf(path, sizeof path, "%s/golden/%s.model.safetensors", tu_data_dir(), name);
     ecenet_model *m = NULL;
-    if (ecenet_model_load(path, &m, err, sizeof err) != ECENET_OK) {
-        printf("skip: %s: the model does not load in this build (%s)\n", name, err);
-        return;
-    }
     structure s;
-    if (!load_structure(name, &s)) {
-        printf("skip: %s: no golden structure\n", name);
-        ecenet_model_free(m);
+    if (!load_case(name, &m, &s))
         return;
-    }
+    char err[1024];
     result r[3];
 #ifdef _OPENMP
     const int nthreads[3] = {1, 2, 2};
