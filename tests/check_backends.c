@@ -1052,21 +1052,11 @@ static int load_structure(const char *name, structure *s)
     if (!fp)
         return 0;
     fclose(fp);
-    ecn_safetensors *ref = tu_open_golden(name, "ref");
-    const ecn_tensor *tp = ecn_st_find(ref, "input.positions");
-    s->N = (size_t)tp->numel / 3;
+    s->N = tu_golden_atoms(name);
     s->pos = malloc(3 * s->N * sizeof(double));
     s->numbers = malloc(s->N * sizeof(int));
     ck_assert(s->pos && s->numbers);
-    memcpy(s->pos, tu_f64(ref, "input.positions", (int64_t)(3 * s->N)), 3 * s->N * sizeof(double));
-    const int64_t *z = tu_i64(ref, "input.numbers", (int64_t)s->N);
-    for (size_t i = 0; i < s->N; i++)
-        s->numbers[i] = (int)z[i];
-    const uint8_t *pbc = ecn_st_find(ref, "input.pbc")->data;
-    s->periodic = pbc[0] || pbc[1] || pbc[2];
-    if (s->periodic)
-        memcpy(s->cell, tu_f64(ref, "input.cell", 9), 9 * sizeof(double));
-    ecn_st_close(ref);
+    tu_golden_structure(name, s->N, s->pos, s->numbers, s->cell, &s->periodic);
     return 1;
 }
 

@@ -204,6 +204,16 @@ ecenet_ctx *tu_ctx(const ecenet_model *m, const char *backend)
 /* ------------------------------------------------------------------------ */
 /* structures                                                                */
 
+size_t tu_golden_atoms(const char *name)
+{
+    ecn_safetensors *ref = tu_open_golden(name, "ref");
+    const ecn_tensor *tp = ecn_st_find(ref, "input.positions");
+    ck_assert_msg(tp != NULL, "%s: tensor 'input.positions' is missing", ref->path);
+    const size_t n = (size_t)tp->numel / 3;
+    ecn_st_close(ref);
+    return n;
+}
+
 size_t tu_golden_structure(const char *name, size_t cap, double *pos, int *z, double cell[9],
                            int *periodic)
 {

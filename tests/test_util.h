@@ -68,6 +68,8 @@ ecenet_ctx *tu_ctx(const ecenet_model *m, const char *backend);
  * atomic numbers into z (n), the cell into cell (zero for a molecule) and
  * *periodic from input.pbc (the golden structures are periodic along all
  * three cell vectors or none; checked). */
+/* Number of atoms of a golden case's structure. */
+size_t tu_golden_atoms(const char *name);
 size_t tu_golden_structure(const char *name, size_t cap, double *pos, int *z, double cell[9],
                            int *periodic);
 
