@@ -77,6 +77,12 @@ static const bk_id BACKENDS[] = {
 static const ecenet_backend *get_backend(int i)
 {
     const bk_id *b = &BACKENDS[i];
+    /* ECENET_TEST_BACKEND=NAME runs only that backend's rows (GPU runs) */
+    const char *only = getenv("ECENET_TEST_BACKEND");
+    if (only && *only && strcmp(only, b->name)) {
+        printf("skip: backend %s %s: ECENET_TEST_BACKEND=%s\n", b->name, b->label, only);
+        return NULL;
+    }
     const ecenet_backend *be = ecn_backend_get(b->name, b->prec);
     if (!be) {
         char why[512] = "not compiled in";
@@ -283,6 +289,11 @@ static const shape SHAPES[] = {
     {5, 5, 2, 21, 2, 3, ECENET_ACT_SILU, 1, 13, 400, 300},    /* F = 24, Q = 6 */
     {8, 8, 1, 33, 1, 2, ECENET_ACT_TANH, 0, 5, 20, 10},       /* F = 18, Q = 9, l_max = 8 */
     {2, 2, 8, 9, 2, 4, ECENET_ACT_SILU, 1, 60, 5000, 4000},   /* F = 48, E = 5000 */
+    /* the CUDA tensor-core layer's cluster sizes 2 and 1 (F = 128, 64), a
+     * partial and an exact 64-edge tile, a non-SiLU epilogue (appended: the
+     * shapes above keep their random streams) */
+    {3, 3, 16, 13, 1, 2, ECENET_ACT_SILU, 0, 5, 300, 100},    /* F = 128 */
+    {3, 3, 8, 13, 1, 2, ECENET_ACT_GELU, 0, 4, 64, 30},       /* F = 64, E = 64 */
 };
 #define N_SHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 
@@ -667,6 +678,38 @@ static tens features(tctx *c, int64_t E, int Q, int F, int sin0_zero)
     return t_from(c, x, n);
 }
 
+/* cuda tensor-core kernels: set the mode (returns the old one), count launches */
+static int tc_set(int is_cuda, int mode)
+{
+#ifdef ECENET_HAVE_CUDA
+    if (is_cuda)
+        return ecn_cuda_set_layer_tc(mode);
+#endif
+    (void)is_cuda;
+    (void)mode;
+    return 0;
+}
+static unsigned long long tc_runs(int is_cuda)
+{
+#ifdef ECENET_HAVE_CUDA
+    if (is_cuda)
+        return ecn_cuda_layer_tc_launches();
+#endif
+    (void)is_cuda;
+    return 0;
+}
+/* the op launched the tensor-core kernel once if it applies, else not at all */
+static void tc_expect(int is_cuda, unsigned long long before, int applies, const char *op,
+                      const char *what)
+{
+    if (!is_cuda)
+        return;
+    const unsigned long long ran = tc_runs(is_cuda) - before;
+    ck_assert_msg(ran == (unsigned long long)(applies != 0),
+                  "%s %s: tensor-core kernel ran %llu times, expected %d", op, what, ran,
+                  applies != 0);
+}
+
 static void test_layers(tctx *c, setup *u)
 {
     const ecenet_backend *be = c->be;
@@ -675,14 +718,25 @@ static void test_layers(tctx *c, setup *u)
     const int64_t E = dm->E;
     const size_t XE = (size_t)Q * 2 * F;
     char op[96];
+    /* cuda: the tensor-core kernels (cuda_layer_tc.cu) are tested with them off
+     * (tc = 0) and on (tc = 2), and must really run where they apply */
+#ifdef ECENET_HAVE_CUDA
+    const int is_cuda = !strcmp(be->name, "cuda");
+    const int split = is_cuda && be->real_size == 4 && !ecn_cuda_tf32(); /* split TF32 */
+#else
+    const int is_cuda = 0, split = 0;
+#endif
     /* linear: square and bottleneck widths, with and without bias/corrections */
     const int widths[3][2] = {{F, F}, {F, F / 2 + 1}, {3, F}};
+    for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2)
     for (int wi = 0; wi < 3; wi++)
         for (int variant = 0; variant < 2; variant++) {
             const int fin = widths[wi][0], fout = widths[wi][1];
             const int corr = variant ? u->s.corr : 0;
             lin_pair lp = make_linear(c, fin, fout, Q, T, variant == 0, corr);
-            snprintf(op, sizeof op, "linear %d->%d bias=%d corr=%d", fin, fout, variant == 0, corr);
+            snprintf(op, sizeof op, "linear %d->%d bias=%d corr=%d tc=%d", fin, fout, variant == 0,
+                     corr, tc);
+            const int tc_old = tc_set(is_cuda, tc);
             for (int z = 0; z < 2; z++) {
                 tens X = features(c, E, Q, fin, z);
                 tens Y = t_out(c, (size_t)E * Q * 2 * fout);
@@ -691,9 +745,13 @@ static void test_layers(tctx *c, setup *u)
                 t_check(c, &Y, op, "fwd Y", 0);
                 tens Yb = features(c, E, Q, fout, z), Xb = t_acc(c, (size_t)E * Q * 2 * fin);
                 ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
+                const unsigned long long n0 = tc_runs(is_cuda);
                 be->linear_vjp(E, &lp.d, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
                 t_check(c, &Xb, op, "vjp Xbar", 1);
+                tc_expect(is_cuda, n0, tc && split && Q == 4 && fin % 64 == 0 && fout % 32 == 0 &&
+                                           E > 0, op, "vjp");
             }
+            tc_set(is_cuda, tc_old);
         }
     /* RealSpace: every activation (the shape's first), model tables and random ones,
      * with and without the affine */
@@ -721,14 +779,21 @@ static void test_layers(tctx *c, setup *u)
         be->add((int64_t)(E * XE), X.d, Y.d);
         t_check(c, &Y, "add", "Y", 0);
     }
-    /* fused layer (optional entries) against the ref composition */
+    /* fused layer (optional entries) against the ref composition; variant 2:
+     * a nonzero sin m = 0 slot (never in a model, but the product stays exact).
+     * The tensor-core forward applies for fp32, Q = 4, F % 64 == 0, no per-type
+     * weights or affine; its VJP GEMM in split TF32 only */
     if (be->layer_fwd || be->layer_vjp)
-        for (int variant = 0; variant < 2; variant++) {
-            const int corr = variant ? u->s.corr : 0;
+        for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2)
+        for (int variant = 0; variant < 3; variant++) {
+            const int corr = variant == 1 ? u->s.corr : 0;
             lin_pair lp = make_linear(c, F, F, Q, T, 1, corr);
-            rs_pair rp = make_rs(c, F, Q, G, T, u->s.act, variant, corr, 0);
-            snprintf(op, sizeof op, "layer corr=%d affine=%d", corr, variant);
-            tens X = features(c, E, Q, F, variant == 0);
+            rs_pair rp = make_rs(c, F, Q, G, T, u->s.act, variant == 1, corr, 0);
+            snprintf(op, sizeof op, "layer corr=%d affine=%d sin0=%s tc=%d", corr, variant == 1,
+                     variant == 2 ? "random" : "zero", tc);
+            tens X = features(c, E, Q, F, variant != 2);
+            const int tc_old = tc_set(is_cuda, tc);
+            const int tc_fits = tc && be->real_size == 4 && Q == 4 && F % 64 == 0 && E > 0;
             if (be->layer_fwd) {
                 tens Xio = t_acc(c, (size_t)E * XE);
                 /* X in/out starts from X: copy X into both */
@@ -741,9 +806,11 @@ static void test_layers(tctx *c, setup *u)
                 ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, X.h, Z.h);
                 ref_realspace_fwd(E, &rp.h, u->tsrc, u->ttgt, Z.h, tmp);
                 ref_add((int64_t)(E * XE), tmp, Xio.h);
+                const unsigned long long n0 = tc_runs(is_cuda);
                 be->layer_fwd(E, &lp.d, &rp.d, u->d_tsrc, u->d_ttgt, Xio.d, Z.d);
                 t_check(c, &Z, op, "fwd Z", 0);
                 t_check(c, &Xio, op, "fwd X += RealSpace(Z)", 0);
+                tc_expect(is_cuda, n0, tc_fits && !corr, op, "fwd");
             }
             if (be->layer_vjp) {
                 tens Z = features(c, E, Q, F, variant == 0);
@@ -754,9 +821,12 @@ static void test_layers(tctx *c, setup *u)
                 ref_realspace_vjp(E, &rp.h, u->tsrc, u->ttgt, Z.h, Xb.h, tmp);
                 ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, tmp, Xb.h);
                 void *dtmp = dalloc(c, (size_t)E * XE * be->real_size);
+                const unsigned long long n0 = tc_runs(is_cuda);
                 be->layer_vjp(E, &lp.d, &rp.d, u->d_tsrc, u->d_ttgt, Z.d, Xb.d, dtmp);
                 t_check(c, &Xb, op, "vjp Xbar", 1);
+                tc_expect(is_cuda, n0, tc_fits && split, op, "vjp");
             }
+            tc_set(is_cuda, tc_old);
         }
 }
 

@@ -75,6 +75,7 @@ static void init_state()
     if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
         st.n_sm = prop.multiProcessorCount;
         st.smem_optin = prop.sharedMemPerBlockOptin;
+        st.cc_major = prop.major;
     } else {
         st.n_sm = 80;
         st.smem_optin = 48 * 1024;

@@ -45,6 +45,21 @@ int ecn_cuda_set_rs_launch(int rows, int warps);
  * cuda_layers.cu. */
 int ecn_cuda_set_rs_vector(int on);
 
+/* The tensor-core layer kernels (cuda_layer_tc.cu): the fused layer forward
+ * (one GEMM kernel with the RealSpace + residual epilogue) and, in split
+ * TF32, the linear VJP GEMM. mode: 0 off (cuBLAS GEMMs and the RealSpace
+ * kernel); 1 the fused forward for fp32 with TF32; 2 also strict fp32
+ * through split TF32 (fp32-accurate, three MMAs per product: fused forward
+ * and VJP GEMM). fp64 never uses them. Default: env ECENET_LAYER_TC (0, 1,
+ * 2; read once), else ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 they are
+ * still slower than cuBLAS + RealSpace (doc/performance.md), so they are
+ * opt-in until they win. Returns the previous mode. */
+#define ECN_CUDA_LAYER_TC_DEFAULT 0
+int ecn_cuda_set_layer_tc(int mode);
+/* how many times the tensor-core layer kernel was launched (tests check
+ * that the path they mean to test really ran) */
+unsigned long long ecn_cuda_layer_tc_launches(void);
+
 /* The first CUDA / cuBLAS error the backend saw (sticky): 0 if none, else a
  * nonzero code with a message in buf. Once an error is recorded, download
  * writes NaN so that no silently wrong result leaves the backend. */

@@ -34,6 +34,7 @@
 #include "cuda_backend.h"
 #include "cuda_common.cuh"
 #include "cuda_ops.cuh"
+#include "cuda_realspace.cuh"
 
 namespace ecn_cu {
 
@@ -228,6 +229,15 @@ static void linear_fwd(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc
     }
 }
 
+static bool lin_tc(int64_t E, const ecenet_linear_params *p, const float *Yb, float *Xb)
+{
+    return lin_tc_vjp(E, p, Yb, Xb);
+}
+static bool lin_tc(int64_t, const ecenet_linear_params *, const double *, double *)
+{
+    return false; /* fp64: cuBLAS DGEMM */
+}
+
 template <typename T>
 static void linear_vjp(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc, ecenet_idx ttgt,
                        const void *Yb_, void *Xb_)
@@ -239,18 +249,20 @@ static void linear_vjp(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc
     T *Xb = (T *)Xb_;
     const int fin = p->fin, fout = p->fout, Q = p->Q;
     const long long sw = (long long)fout * fin;
-    cublasHandle_t h = blas(1);
-    gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w, fin, sw, Yb, 2 * Q * fout,
-            2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, Q);
-    if (Q > 1)
-        gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w + sw, fin, sw,
-                Yb + 3 * fout, 2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin,
-                2LL * fin, Q - 1);
-    unsigned nb = blocks_for((E + SIN0_TILE - 1) / SIN0_TILE, 1);
-    if (nb > (unsigned)s.n_sm * 16)
-        nb = (unsigned)s.n_sm * 16;
-    lin_sin0_vjp_k<T><<<nb, 256>>>(E, fin, fout, Q, w, Yb, Xb);
-    CU_LAUNCHED();
+    if (!lin_tc(E, p, Yb, Xb)) { /* else split TF32 on tensor cores (cuda_layer_tc.cu) */
+        cublasHandle_t h = blas(1);
+        gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w, fin, sw, Yb,
+                2 * Q * fout, 2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, Q);
+        if (Q > 1)
+            gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w + sw, fin, sw,
+                    Yb + 3 * fout, 2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin,
+                    2LL * fin, Q - 1);
+        unsigned nb = blocks_for((E + SIN0_TILE - 1) / SIN0_TILE, 1);
+        if (nb > (unsigned)s.n_sm * 16)
+            nb = (unsigned)s.n_sm * 16;
+        lin_sin0_vjp_k<T><<<nb, 256>>>(E, fin, fout, Q, w, Yb, Xb);
+        CU_LAUNCHED();
+    }
     if (p->w_src || p->w_tgt) {
         const size_t sm = (size_t)2 * Q * fout * sizeof(T);
         smem_allow(lin_corr_vjp_k<T>, sm);
@@ -260,131 +272,7 @@ static void linear_vjp(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc
     }
 }
 
-/* ---- RealSpace ------------------------------------------------------------------------------------ */
-
-template <typename T> struct RS {
-    int F, Q, G, act;
-    const T *cs, *ss, *ca, *sa;
-    const T *scale, *shift, *scale_src, *scale_tgt, *shift_src, *shift_tgt;
-    const int32_t *ts, *tt;
-};
-
-template <typename T>
-static RS<T> rs_args(const ecenet_realspace_params *p, ecenet_idx ts, ecenet_idx tt)
-{
-    RS<T> a;
-    a.F = p->F;
-    a.Q = p->Q;
-    a.G = p->G;
-    a.act = p->act;
-    a.cs = (const T *)p->cos_synth;
-    a.ss = (const T *)p->sin_synth;
-    a.ca = (const T *)p->cos_analysis;
-    a.sa = (const T *)p->sin_analysis;
-    a.scale = (const T *)p->scale;
-    a.shift = (const T *)p->shift;
-    a.scale_src = (const T *)p->scale_src;
-    a.scale_tgt = (const T *)p->scale_tgt;
-    a.shift_src = (const T *)p->shift_src;
-    a.shift_tgt = (const T *)p->shift_tgt;
-    a.ts = ts;
-    a.tt = tt;
-    return a;
-}
-
-/* Tables in shared memory, zero-padded to QT slots and interleaved per grid
- * point: tab[k][t][m], t = cos_synth, sin_synth, cos_analysis, sin_analysis,
- * so one grid point's 4·QT values are a few 16-byte (broadcast) loads. */
-template <typename T, int QT>
-__device__ static inline void rs_tables(const RS<T> &a, T *sm)
-{
-    const int G = a.G;
-    for (int q = threadIdx.x; q < 4 * QT * G; q += blockDim.x) {
-        const int k = q / (4 * QT), t = (q / QT) % 4, m = q % QT;
-        T v = 0;
-        if (m < a.Q)
-            v = t == 0 ? a.cs[m * G + k]
-                : t == 1 ? a.ss[m * G + k]
-                : t == 2 ? a.ca[k * a.Q + m]
-                         : a.sa[k * a.Q + m];
-        sm[q] = v;
-    }
-    __syncthreads();
-}
-
-/* QT consecutive values from 16-byte aligned shared memory */
-template <int QT> __device__ static inline void lds(const float *p, float (&v)[QT])
-{
-#pragma unroll
-    for (int j = 0; j < QT / 4; j++) {
-        const float4 q = reinterpret_cast<const float4 *>(p)[j];
-        v[4 * j] = q.x;
-        v[4 * j + 1] = q.y;
-        v[4 * j + 2] = q.z;
-        v[4 * j + 3] = q.w;
-    }
-}
-template <int QT> __device__ static inline void lds(const double *p, double (&v)[QT])
-{
-#pragma unroll
-    for (int j = 0; j < QT / 2; j++) {
-        const double2 q = reinterpret_cast<const double2 *>(p)[j];
-        v[2 * j] = q.x;
-        v[2 * j + 1] = q.y;
-    }
-}
-
-/* activation and its derivative; SiLU in fp32 through the fast intrinsics
- * (MUFU ex2/rcp: a few ulp, far below the fp32 tolerance) */
-template <typename T, bool SILU> __device__ static inline T rs_act(int act, T x)
-{
-    if (SILU) {
-        if (sizeof(T) == 4)
-            return (T)__fdividef((float)x, 1.0f + __expf(-(float)x));
-        return x / ((T)1 + exp(-x));
-    }
-    return act_f(act, x);
-}
-template <typename T, bool SILU> __device__ static inline T rs_act_g(int act, T x)
-{
-    if (SILU) {
-        T s;
-        if (sizeof(T) == 4)
-            s = (T)__fdividef(1.0f, 1.0f + __expf(-(float)x));
-        else
-            s = (T)1 / ((T)1 + exp(-x));
-        return s * ((T)1 + x * ((T)1 - s));
-    }
-    return act_g(act, x);
-}
-
-template <typename T>
-__device__ static inline void rs_affine(const RS<T> &a, int64_t e, int f, T &scale, T &shift)
-{
-    scale = a.scale ? a.scale[f] : (T)1;
-    shift = a.shift ? a.shift[f] : (T)0;
-    if (a.scale_src)
-        scale += a.scale_src[(int64_t)a.ts[e] * a.F + f];
-    if (a.scale_tgt)
-        scale += a.scale_tgt[(int64_t)a.tt[e] * a.F + f];
-    if (a.shift_src)
-        shift += a.shift_src[(int64_t)a.ts[e] * a.F + f];
-    if (a.shift_tgt)
-        shift += a.shift_tgt[(int64_t)a.tt[e] * a.F + f];
-}
-
-/* row r = e·F + f -> (e, f); 32-bit division when the rows fit */
-__device__ static inline void rs_row(int64_t r, int64_t R, int F, int64_t &e, int &f)
-{
-    if (R < 0x7fffffffLL) {
-        const unsigned ru = (unsigned)r, q = ru / (unsigned)F;
-        e = q;
-        f = (int)(ru - q * (unsigned)F);
-    } else {
-        e = r / F;
-        f = (int)(r - e * F);
-    }
-}
+/* ---- RealSpace (helpers in cuda_realspace.cuh) ---------------------------------------------------- */
 
 /* Y (=|+=) RealSpace(X) */
 template <typename T, int QT, bool ACC, bool SILU>
@@ -927,11 +815,24 @@ template <typename T> static void add(int64_t n, const void *X_, void *Y_)
 
 /* ---- fused layer: Z = Linear(X); X += RealSpace(Z) in one pass over Z and X ------------------------- */
 
+static bool layer_tc(int64_t E, const ecenet_linear_params *lin,
+                     const ecenet_realspace_params *rs, float *X, float *Z)
+{
+    return layer_tc_fwd(E, lin, rs, X, Z);
+}
+static bool layer_tc(int64_t, const ecenet_linear_params *, const ecenet_realspace_params *,
+                     double *, double *)
+{
+    return false; /* fp64: cuBLAS DGEMM + RealSpace */
+}
+
 template <typename T>
 static void layer_fwd(int64_t E, const ecenet_linear_params *lin,
                       const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt, void *X,
                       void *Z)
 {
+    if (layer_tc(E, lin, rs, (T *)X, (T *)Z))
+        return; /* one tensor-core kernel (cuda_layer_tc.cu) */
     linear_fwd<T>(E, lin, tsrc, ttgt, X, Z);
     rs_fwd_launch<T, true>(E, rs, tsrc, ttgt, (const T *)Z, (T *)X);
 }

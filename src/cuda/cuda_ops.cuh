@@ -3,6 +3,7 @@
 #ifndef ECN_CUDA_OPS_CUH
 #define ECN_CUDA_OPS_CUH
 
+#include <stdint.h>
 #include "ecenet/ops.h"
 
 namespace ecn_cu {
@@ -11,6 +12,13 @@ template <typename T> void fill_wigner(ecenet_backend &b);   /* cuda_wigner.cu *
 template <typename T> void fill_frame(ecenet_backend &b);    /* cuda_frame.cu */
 template <typename T> void fill_layers(ecenet_backend &b);   /* cuda_layers.cu */
 template <typename T> void fill_readout(ecenet_backend &b);  /* cuda_readout.cu */
+
+/* cuda_layer_tc.cu: the fused layer forward on tensor cores (fp32: TF32 or
+ * split TF32); false (nothing done) where it does not apply */
+bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
+                  float *X, float *Z);
+/* Xbar += Ybar·W (every slot; not the per-type corrections) in split TF32 */
+bool lin_tc_vjp(int64_t E, const ecenet_linear_params *p, const float *Yb, float *Xb);
 } // namespace ecn_cu
 
 #endif

@@ -1,0 +1,138 @@
+/* RealSpace (SPEC §11) device helpers shared by the RealSpace kernels
+ * (cuda_layers.cu) and the fused tensor-core layer (cuda_layer_tc.cu): the
+ * kernel arguments, the θ tables in shared memory, the activation and the
+ * per-edge affine. */
+#ifndef ECN_CUDA_REALSPACE_CUH
+#define ECN_CUDA_REALSPACE_CUH
+
+#include "cuda_common.cuh"
+
+namespace ecn_cu {
+
+template <typename T> struct RS {
+    int F, Q, G, act;
+    const T *cs, *ss, *ca, *sa;
+    const T *scale, *shift, *scale_src, *scale_tgt, *shift_src, *shift_tgt;
+    const int32_t *ts, *tt;
+};
+
+template <typename T>
+static RS<T> rs_args(const ecenet_realspace_params *p, ecenet_idx ts, ecenet_idx tt)
+{
+    RS<T> a;
+    a.F = p->F;
+    a.Q = p->Q;
+    a.G = p->G;
+    a.act = p->act;
+    a.cs = (const T *)p->cos_synth;
+    a.ss = (const T *)p->sin_synth;
+    a.ca = (const T *)p->cos_analysis;
+    a.sa = (const T *)p->sin_analysis;
+    a.scale = (const T *)p->scale;
+    a.shift = (const T *)p->shift;
+    a.scale_src = (const T *)p->scale_src;
+    a.scale_tgt = (const T *)p->scale_tgt;
+    a.shift_src = (const T *)p->shift_src;
+    a.shift_tgt = (const T *)p->shift_tgt;
+    a.ts = ts;
+    a.tt = tt;
+    return a;
+}
+
+/* Tables in shared memory, zero-padded to QT slots and interleaved per grid
+ * point: tab[k][t][m], t = cos_synth, sin_synth, cos_analysis, sin_analysis,
+ * so one grid point's 4·QT values are a few 16-byte (broadcast) loads. */
+template <typename T, int QT>
+__device__ static inline void rs_tables(const RS<T> &a, T *sm)
+{
+    const int G = a.G;
+    for (int q = threadIdx.x; q < 4 * QT * G; q += blockDim.x) {
+        const int k = q / (4 * QT), t = (q / QT) % 4, m = q % QT;
+        T v = 0;
+        if (m < a.Q)
+            v = t == 0 ? a.cs[m * G + k]
+                : t == 1 ? a.ss[m * G + k]
+                : t == 2 ? a.ca[k * a.Q + m]
+                         : a.sa[k * a.Q + m];
+        sm[q] = v;
+    }
+    __syncthreads();
+}
+
+/* QT consecutive values from 16-byte aligned shared memory */
+template <int QT> __device__ static inline void lds(const float *p, float (&v)[QT])
+{
+#pragma unroll
+    for (int j = 0; j < QT / 4; j++) {
+        const float4 q = reinterpret_cast<const float4 *>(p)[j];
+        v[4 * j] = q.x;
+        v[4 * j + 1] = q.y;
+        v[4 * j + 2] = q.z;
+        v[4 * j + 3] = q.w;
+    }
+}
+template <int QT> __device__ static inline void lds(const double *p, double (&v)[QT])
+{
+#pragma unroll
+    for (int j = 0; j < QT / 2; j++) {
+        const double2 q = reinterpret_cast<const double2 *>(p)[j];
+        v[2 * j] = q.x;
+        v[2 * j + 1] = q.y;
+    }
+}
+
+/* activation and its derivative; SiLU in fp32 through the fast intrinsics
+ * (MUFU ex2/rcp: a few ulp, far below the fp32 tolerance) */
+template <typename T, bool SILU> __device__ static inline T rs_act(int act, T x)
+{
+    if (SILU) {
+        if (sizeof(T) == 4)
+            return (T)__fdividef((float)x, 1.0f + __expf(-(float)x));
+        return x / ((T)1 + exp(-x));
+    }
+    return act_f(act, x);
+}
+template <typename T, bool SILU> __device__ static inline T rs_act_g(int act, T x)
+{
+    if (SILU) {
+        T s;
+        if (sizeof(T) == 4)
+            s = (T)__fdividef(1.0f, 1.0f + __expf(-(float)x));
+        else
+            s = (T)1 / ((T)1 + exp(-x));
+        return s * ((T)1 + x * ((T)1 - s));
+    }
+    return act_g(act, x);
+}
+
+template <typename T>
+__device__ static inline void rs_affine(const RS<T> &a, int64_t e, int f, T &scale, T &shift)
+{
+    scale = a.scale ? a.scale[f] : (T)1;
+    shift = a.shift ? a.shift[f] : (T)0;
+    if (a.scale_src)
+        scale += a.scale_src[(int64_t)a.ts[e] * a.F + f];
+    if (a.scale_tgt)
+        scale += a.scale_tgt[(int64_t)a.tt[e] * a.F + f];
+    if (a.shift_src)
+        shift += a.shift_src[(int64_t)a.ts[e] * a.F + f];
+    if (a.shift_tgt)
+        shift += a.shift_tgt[(int64_t)a.tt[e] * a.F + f];
+}
+
+/* row r = e·F + f -> (e, f); 32-bit division when the rows fit */
+__device__ static inline void rs_row(int64_t r, int64_t R, int F, int64_t &e, int &f)
+{
+    if (R < 0x7fffffffLL) {
+        const unsigned ru = (unsigned)r, q = ru / (unsigned)F;
+        e = q;
+        f = (int)(ru - q * (unsigned)F);
+    } else {
+        e = r / F;
+        f = (int)(r - e * F);
+    }
+}
+
+} // namespace ecn_cu
+
+#endif
