@@ -748,7 +748,7 @@ static void test_layers(tctx *c, setup *u)
                 const unsigned long long n0 = tc_runs(is_cuda);
                 be->linear_vjp(E, &lp.d, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
                 t_check(c, &Xb, op, "vjp Xbar", 1);
-                tc_expect(is_cuda, n0, tc && split && Q == 4 && fin % 64 == 0 && fout % 32 == 0 &&
+                tc_expect(is_cuda, n0, tc && split && Q == 4 && fin % 64 == 0 && fout % 16 == 0 &&
                                            E > 0, op, "vjp");
             }
             tc_set(is_cuda, tc_old);

@@ -25,7 +25,7 @@ int ecn_cuda_set_tf32(int on);
 int ecn_cuda_tf32(void);
 
 /* RealSpace launch configuration (rows per block, warps per block; default
- * env ECENET_RS_BLOCK / ECENET_RS_WARPS, read once, else 1024 / 8). A row is
+ * env ECENET_RS_BLOCK / ECENET_RS_WARPS, read once, else 512 / 4). A row is
  * one thread's unit of work: one edge's V consecutive channels in the vector
  * kernels (V = 4 fp32, 2 fp64; see ecn_cuda_set_rs_vector), one (edge,
  * channel) in the scalar ones; each thread does rows / (32*warps) rows.

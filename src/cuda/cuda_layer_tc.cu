@@ -1,15 +1,15 @@
-/* The fused layer forward on tensor cores (SPEC §10-§12): Z = Linear(X),
- * X += RealSpace(Z) in one kernel, so a layer reads X once and writes Z and
- * X once (the cuBLAS path reads X, writes Z, then reads Z and X again and
- * writes X).
+/* Tensor-core kernels of the equivariant layer (SPEC §10-§12), opt-in
+ * (ECENET_LAYER_TC, cuda_backend.h; measured slower than cuBLAS + the
+ * RealSpace kernel on the H200, doc/performance.md).
  *
- * A block computes a 64-edge × 64-feature tile of Z for all 2Q = 8 (m,
- * part) slots: eight GEMM tiles over K = F, the two parts of one m sharing
- * W_m's tile. Every thread then holds all 8 slots of the same (edge,
- * feature) accumulator positions (mma.m16n8k8 fragments, the same position
- * in each slot's fragment), so the epilogue (bias, store Z, the RealSpace
- * grid, residual add into X) runs in registers with no shared-memory
- * staging.
+ * layer_tc_fwd_k: Z = Linear(X), X += RealSpace(Z) in one kernel, so a
+ * layer reads X once and writes Z and X once (the cuBLAS path reads X,
+ * writes Z, then reads Z and X again and writes X). A block computes a
+ * 64-edge × 64-feature tile of Z for all 2Q = 8 (m, part) slots: eight GEMM
+ * tiles over K = F on mma.m16n8k8, the two parts of one m sharing W_m's
+ * tile. The accumulators go through shared memory (the pipeline's, free by
+ * then) so that the epilogue (bias, store Z, the RealSpace grid, residual
+ * add into X) reads and writes 16-byte vectors of consecutive features.
  *
  * In place: X is the GEMM input of every feature tile of its rows and the
  * residual output. The F/64 blocks of one row tile form a thread-block
@@ -17,19 +17,23 @@
  * block writes X before all of them have read it; each block then reads
  * and writes only its own feature tile of X.
  *
+ * lin_tc_vjp_k: Xbar += Ybar·W_m for every slot (the linear VJP), the same
+ * main loop with W's tile transposed; each block owns its output tile.
+ *
  * Precision: SPLIT = 1 is TF32 (inputs rounded to nearest, fp32
  * accumulate), the ECENET_OPT_TF32 mode; SPLIT = 3 is the split-TF32
- * scheme (x = hi + lo, both TF32; hi·hi + hi·lo + lo·hi), which keeps fp32
+ * scheme (x = hi + lo, both TF32; lo·hi + hi·lo + hi·hi), which keeps fp32
  * accuracy on the tensor cores at three times the MMA work.
  *
- * The sin m = 0 slot, zero in every model, is skipped (zero output) when
- * the block's rows hold only zeros there; any nonzero value makes the block
- * compute it, so the result is always the exact product.
+ * The sin m = 0 slot, zero in every model, is skipped per warp and K tile
+ * when its inputs are all zero; any nonzero value is multiplied, so the
+ * result is always the exact product.
  *
- * Used when: fp32, Q = 4, fin = fout = F with F % 64 == 0 and F <= 512
- * (cluster <= 8), no per-edge-type weights or affine, 16-byte aligned
- * tensors, a GPU with thread-block clusters; otherwise the caller takes
- * the cuBLAS + RealSpace path. Mode: ECENET_LAYER_TC (see cuda_backend.h). */
+ * Forward used when: fp32, Q = 4, fin = fout = F with F % 64 == 0 and
+ * F <= 512 (cluster <= 8), no per-edge-type weights or affine, 16-byte
+ * aligned tensors, a GPU with thread-block clusters; VJP when Q = 4,
+ * fin % 64 == 0, fout % 16 == 0 (split TF32 only). Otherwise the callers
+ * take the cuBLAS path. */
 #include <cooperative_groups.h>
 #include <limits.h>
 #include <mutex>
@@ -45,14 +49,16 @@ namespace ecn_cu {
 
 constexpr int TC_Q = 4, TC_S = 2 * TC_Q;     /* angular slots m, (m, part) slots */
 constexpr int TC_BM = 64, TC_BN = 64;        /* edges, features per block */
-constexpr int TC_BK = 16, TC_LD = TC_BK + 4; /* K step; padded smem row (no bank conflicts) */
+constexpr int TC_BK = 16;                    /* K step */
 constexpr int TC_NST = 3;                    /* cp.async pipeline stages */
 constexpr int TC_THREADS = 256;
 constexpr int TC_GMAX = 32;                  /* largest RealSpace grid */
-constexpr int TC_A = TC_S * TC_BM * TC_LD;   /* X tile: [slot][edge][k] */
-constexpr int TC_LDV = TC_BN + 8;            /* VJP W tile row: [m][k][feature], padded */
-constexpr int TC_B = TC_Q * TC_BN * TC_LD;   /* W tile: [m][feature][k] */
-static_assert(TC_Q * TC_BK * TC_LDV <= TC_B, "VJP W tile fits the stage");
+constexpr int TC_A = TC_S * TC_BM * TC_BK;   /* X tile: [slot][edge][k], k permuted (below) */
+constexpr int TC_LDV = TC_BN + 4;            /* VJP W tile row: [m][k][feature], padded */
+constexpr int TC_B = TC_Q * TC_BK * TC_LDV;  /* W tile; forward [m][feature][k] needs less */
+static_assert(TC_Q * TC_BN * TC_BK <= TC_B, "forward W tile fits the stage");
+static_assert(TC_THREADS == 256 && TC_BM == 64 && TC_BN == 64 && TC_BK == 16,
+              "tc_load's thread-to-chunk map assumes these");
 constexpr int TC_STAGE = TC_A + TC_B;
 constexpr int TC_LDO = TC_BN + 4;            /* output tile row: [slot][edge][feature] */
 static_assert(TC_S * TC_BM * TC_LDO <= TC_NST * TC_STAGE, "output tile fits the pipeline");
@@ -97,51 +103,80 @@ __device__ static inline void mma(float (&d)[4], const uint32_t (&a)[4], const u
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-/* The block's K tile k0..k0+15 into shared memory, asynchronously: A (the 8
- * slots of its 64 edges; row stride 2·Q·K) as [slot][edge][k], and W's tile
- * for the 64 outputs n0.. of each m. Forward (Y = X·W_mᵀ): W[m][n][k], kept
- * as [m][n][k]; VJP (Xbar += Ybar·W_m): W[m][k][n], kept as [m][k][n]. Edges
- * past E read nothing and fill zeros. */
-template <bool VJP>
-__device__ static inline void tc_load(float *st, const float *A, const float *W, int64_t E,
-                                      int K, int N, int64_t e0, int n0, int k0)
+/* a thread's place in the block tile: mma fragment row group g and column t,
+ * its warp's first edge wr (16 edges) and feature wc (32 features) */
+struct TcLane {
+    int g, t, wr, wc;
+};
+__device__ static inline TcLane tc_lane()
 {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    return TcLane{lane >> 2, lane & 3, (warp & 3) * 16, (warp >> 2) * 32};
+}
+
+/* Per-thread sources of the K tiles (fixed over the K loop). A (the 8 slots
+ * of the block's 64 edges; row stride 2·Q·K): thread → edge tid/4, 16-byte
+ * chunk tid%4, all 8 slots. W, forward (Y = X·W_mᵀ, W[m][n][k]): thread →
+ * output n0 + tid/4, chunk tid%4, all 4 m. W, VJP (Xbar += Ybar·W_m,
+ * W[m][k][n]): thread → k row tid/16, chunk tid%16, all 4 m. Edges past E
+ * read nothing and fill zeros. */
+struct TcSrc {
+    const float *a, *w;
+    bool a_ok;
+};
+template <bool VJP>
+__device__ static inline TcSrc tc_src(const float *A, const float *W, int64_t E, int K, int N,
+                                      int64_t e0, int n0)
+{
+    const int tid = threadIdx.x;
+    TcSrc p;
+    const int64_t e = e0 + tid / 4;
+    p.a_ok = e < E;
+    p.a = A + (p.a_ok ? e : 0) * (2LL * TC_Q * K) + 4 * (tid % 4);
+    p.w = VJP ? W + (int64_t)(tid / 16) * N + n0 + 4 * (tid % 16)
+              : W + (int64_t)(n0 + tid / 4) * K + 4 * (tid % 4);
+    return p;
+}
+/* The K tile k0..k0+15 into shared memory, asynchronously: A as
+ * [slot][edge][16], W as [m][n][16] (forward) or [m][k][TC_LDV] (VJP) */
+template <bool VJP>
+__device__ static inline void tc_load(float *st, const TcSrc &p, int K, int N, int k0)
+{
+    const int tid = threadIdx.x;
     float *As = st, *Bs = st + TC_A;
-    const int64_t rstride = 2LL * TC_Q * K;
-    for (int i = threadIdx.x; i < TC_S * TC_BM * (TC_BK / 4); i += TC_THREADS) {
-        const int ch = i % (TC_BK / 4), r = (i / (TC_BK / 4)) % TC_BM, s = i / (TC_BM * TC_BK / 4);
-        const int64_t e = e0 + r;
-        const bool v = e < E;
-        cp16(As + (s * TC_BM + r) * TC_LD + 4 * ch, v ? A + e * rstride + s * K + k0 + 4 * ch : A,
-             v);
-    }
-    if (VJP) /* 16 rows k of 64 outputs n per m, rows padded to TC_LDV */
-        for (int i = threadIdx.x; i < TC_Q * TC_BK * (TC_BN / 4); i += TC_THREADS) {
-            const int ch = i % (TC_BN / 4), k = (i / (TC_BN / 4)) % TC_BK, m = i / (TC_BK * TC_BN / 4);
-            cp16(Bs + (m * TC_BK + k) * TC_LDV + 4 * ch,
-                 W + ((int64_t)m * K + k0 + k) * N + n0 + 4 * ch, true);
-        }
-    else
-        for (int i = threadIdx.x; i < TC_Q * TC_BN * (TC_BK / 4); i += TC_THREADS) {
-            const int ch = i % (TC_BK / 4), n = (i / (TC_BK / 4)) % TC_BN, m = i / (TC_BN * TC_BK / 4);
-            cp16(Bs + (m * TC_BN + n) * TC_LD + 4 * ch,
-                 W + ((int64_t)m * N + n0 + n) * K + k0 + 4 * ch, true);
-        }
+#pragma unroll
+    for (int s = 0; s < TC_S; s++)
+        cp16(As + (s * TC_BM + tid / 4) * TC_BK + 4 * (tid % 4), p.a + s * K + k0, p.a_ok);
+#pragma unroll
+    for (int m = 0; m < TC_Q; m++)
+        if (VJP)
+            cp16(Bs + (m * TC_BK + tid / 16) * TC_LDV + 4 * (tid % 16),
+                 p.w + ((int64_t)m * K + k0) * N, true);
+        else
+            cp16(Bs + (m * TC_BN + tid / 4) * TC_BK + 4 * (tid % 4),
+                 p.w + (int64_t)m * N * K + k0, true);
 }
 
 /* acc[s][j] = the warp's 16 edges × 8 outputs (column tile j) of slot s:
  * Σ_k A[e][s][k]·B_m[k][n], m = s/2, over k = 0..K-1; a TC_NST-stage
- * cp.async pipeline. The sin m = 0 slot (s = 1), zero in every model, is
- * skipped per warp and k step when the warp's 16 × 8 inputs are all zero
- * (exact: those products are zero). */
+ * cp.async pipeline.
+ *
+ * k order: the sum over a 16-wide K tile is taken in a permuted order so
+ * that each thread's fragments are one 16-byte shared-memory load: in
+ * k step q (0, 1) the MMA's k index t (thread column) reads tile column
+ * 4t + 2q and its index t + 4 column 4t + 2q + 1, for A and W alike, so a
+ * thread's 4 consecutive columns 4t..4t+3 serve both k steps.
+ *
+ * The sin m = 0 slot (s = 1), zero in every model, is skipped per warp and
+ * K tile when the warp's 16 × 16 inputs are all zero (exact: those products
+ * are zero). */
 template <int SPLIT, bool VJP>
 __device__ static inline void tc_mainloop(float *sm, const float *A, const float *W, int64_t E,
                                           int K, int N, int64_t e0, int n0,
                                           float (&acc)[TC_S][4][4])
 {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    const int wr = (warp & 3) * 16, wc = (warp >> 2) * 32;
+    const TcLane L = tc_lane();
+    const int g = L.g, t = L.t, wr = L.wr, wc = L.wc;
 #pragma unroll
     for (int s = 0; s < TC_S; s++)
 #pragma unroll
@@ -149,55 +184,75 @@ __device__ static inline void tc_mainloop(float *sm, const float *A, const float
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 acc[s][j][r] = 0.0f;
-    const int KT = K / TC_BK; /* >= 2 */
+    const TcSrc src = tc_src<VJP>(A, W, E, K, N, e0, n0);
+    const int KT = K / TC_BK; /* >= 1; past the end the prologue commits empty groups */
 #pragma unroll
     for (int st = 0; st < TC_NST - 1; st++) {
         if (st < KT)
-            tc_load<VJP>(sm + st * TC_STAGE, A, W, E, K, N, e0, n0, st * TC_BK);
+            tc_load<VJP>(sm + st * TC_STAGE, src, K, N, st * TC_BK);
         cp_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
         cp_wait<TC_NST - 2>();
         __syncthreads(); /* tile kt landed; everyone is done with tile kt-1's buffer */
         if (kt + TC_NST - 1 < KT)
-            tc_load<VJP>(sm + ((kt + TC_NST - 1) % TC_NST) * TC_STAGE, A, W, E, K, N, e0, n0,
+            tc_load<VJP>(sm + ((kt + TC_NST - 1) % TC_NST) * TC_STAGE, src, K, N,
                          (kt + TC_NST - 1) * TC_BK);
         cp_commit(); /* (empty near the end: keeps the group count) */
         const float *As = sm + (kt % TC_NST) * TC_STAGE, *Bs = As + TC_A;
 #pragma unroll
-        for (int kk = 0; kk < TC_BK; kk += 8) {
+        for (int m = 0; m < TC_Q; m++) {
+            /* W fragments of both k steps: b[q][j] = {B[4t+2q][n], B[4t+2q+1][n]} */
+            uint32_t bh[2][4][2], bl[2][4][2];
 #pragma unroll
-            for (int m = 0; m < TC_Q; m++) {
-                uint32_t bh[4][2], bl[4][2];
+            for (int j = 0; j < 4; j++) {
+                const int n = wc + 8 * j + g;
+                float b[4];
+                if (VJP) {
+                    const float *bp = Bs + (m * TC_BK + 4 * t) * TC_LDV + n;
 #pragma unroll
-                for (int j = 0; j < 4; j++) { /* b0 = B[k = t][n = g], b1 = B[t + 4][g] */
-                    const int n = wc + 8 * j + g;
-                    const float *bp = VJP ? Bs + (m * TC_BK + kk + t) * TC_LDV + n
-                                          : Bs + (m * TC_BN + n) * TC_LD + kk + t;
-                    split<SPLIT>(bp[0], bh[j][0], bl[j][0]);
-                    split<SPLIT>(bp[VJP ? 4 * TC_LDV : 4], bh[j][1], bl[j][1]);
+                    for (int c = 0; c < 4; c++)
+                        b[c] = bp[c * TC_LDV];
+                } else {
+                    const float4 v =
+                        *reinterpret_cast<const float4 *>(Bs + (m * TC_BN + n) * TC_BK + 4 * t);
+                    b[0] = v.x;
+                    b[1] = v.y;
+                    b[2] = v.z;
+                    b[3] = v.w;
                 }
 #pragma unroll
-                for (int part = 0; part < 2; part++) {
-                    const int s = 2 * m + part;
-                    /* a0 = A[g][t], a1 = A[g + 8][t], a2 = A[g][t + 4], a3 = A[g + 8][t + 4] */
-                    const float *ap = As + (s * TC_BM + wr + g) * TC_LD + kk + t;
-                    const float a0 = ap[0], a1 = ap[8 * TC_LD], a2 = ap[4], a3 = ap[8 * TC_LD + 4];
-                    if (s == 1 && !__any_sync(0xffffffffu, (a0 != 0.0f) | (a1 != 0.0f) |
-                                                               (a2 != 0.0f) | (a3 != 0.0f)))
-                        continue;
+                for (int q = 0; q < 2; q++) {
+                    split<SPLIT>(b[2 * q], bh[q][j][0], bl[q][j][0]);
+                    split<SPLIT>(b[2 * q + 1], bh[q][j][1], bl[q][j][1]);
+                }
+            }
+#pragma unroll
+            for (int part = 0; part < 2; part++) {
+                const int s = 2 * m + part;
+                /* rows g and g + 8, columns 4t..4t+3: a0/a2 (row g) and a1/a3 (row g+8) of both k steps */
+                const float *ap = As + (s * TC_BM + wr + g) * TC_BK + 4 * t;
+                const float4 lo = *reinterpret_cast<const float4 *>(ap);
+                const float4 hi = *reinterpret_cast<const float4 *>(ap + 8 * TC_BK);
+                if (s == 1 &&
+                    !__any_sync(0xffffffffu, (lo.x != 0.0f) | (lo.y != 0.0f) | (lo.z != 0.0f) |
+                                                 (lo.w != 0.0f) | (hi.x != 0.0f) | (hi.y != 0.0f) |
+                                                 (hi.z != 0.0f) | (hi.w != 0.0f)))
+                    continue;
+                const float av[2][4] = {{lo.x, hi.x, lo.y, hi.y}, {lo.z, hi.z, lo.w, hi.w}};
+#pragma unroll
+                for (int q = 0; q < 2; q++) {
                     uint32_t ah[4], al[4];
-                    split<SPLIT>(a0, ah[0], al[0]);
-                    split<SPLIT>(a1, ah[1], al[1]);
-                    split<SPLIT>(a2, ah[2], al[2]);
-                    split<SPLIT>(a3, ah[3], al[3]);
+#pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        split<SPLIT>(av[q][c], ah[c], al[c]);
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
                         if (SPLIT == 3) { /* small terms first */
-                            mma(acc[s][j], al, bh[j]);
-                            mma(acc[s][j], ah, bl[j]);
+                            mma(acc[s][j], al, bh[q][j]);
+                            mma(acc[s][j], ah, bl[q][j]);
                         }
-                        mma(acc[s][j], ah, bh[j]);
+                        mma(acc[s][j], ah, bh[q][j]);
                     }
                 }
             }
@@ -210,9 +265,8 @@ __device__ static inline void tc_mainloop(float *sm, const float *A, const float
 /* the accumulators into shared memory as the output tile [slot][edge][feature] */
 __device__ static inline void tc_stage_out(float *O, const float (&acc)[TC_S][4][4])
 {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    const int wr = (warp & 3) * 16, wc = (warp >> 2) * 32;
+    const TcLane L = tc_lane();
+    const int g = L.g, t = L.t, wr = L.wr, wc = L.wc;
 #pragma unroll
     for (int s = 0; s < TC_S; s++)
 #pragma unroll
@@ -265,54 +319,36 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
 #pragma unroll
         for (int s = 0; s < TC_S; s++)
             x[s] = ld4(xe + s * F);
-        float z[TC_S][4], y[TC_S][4], scale[4], shift[4];
+        float zc[TC_Q][4], zs[TC_Q][4], yc[TC_Q][4], ys[TC_Q][4], scale[4], shift[4];
 #pragma unroll
-        for (int s = 0; s < TC_S; s++) {
-            const float4 v = ld4(sm + (s * TC_BM + r) * TC_LDO + c);
-            z[s][0] = v.x;
-            z[s][1] = v.y;
-            z[s][2] = v.z;
-            z[s][3] = v.w;
+        for (int m = 0; m < TC_Q; m++) {
+            const float4 c4 = ld4(sm + ((2 * m) * TC_BM + r) * TC_LDO + c);
+            const float4 s4 = ld4(sm + ((2 * m + 1) * TC_BM + r) * TC_LDO + c);
+            zc[m][0] = c4.x; zc[m][1] = c4.y; zc[m][2] = c4.z; zc[m][3] = c4.w;
+            zs[m][0] = s4.x; zs[m][1] = s4.y; zs[m][2] = s4.z; zs[m][3] = s4.w;
         }
 #pragma unroll
         for (int v = 0; v < 4; v++) {
             if (a.bias)
-                z[0][v] += a.bias[f + v];
+                zc[0][v] += a.bias[f + v];
             scale[v] = a.rs.scale ? a.rs.scale[f + v] : 1.0f;
             shift[v] = a.rs.shift ? a.rs.shift[f + v] : 0.0f;
 #pragma unroll
-            for (int s = 0; s < TC_S; s++)
-                y[s][v] = 0.0f;
+            for (int m = 0; m < TC_Q; m++)
+                yc[m][v] = ys[m][v] = 0.0f;
         }
 #pragma unroll
-        for (int s = 0; s < TC_S; s++)
-            st4(ze + s * F, make_float4(z[s][0], z[s][1], z[s][2], z[s][3]));
-        for (int k = 0; k < G; k++) {
-            float cs[TC_Q], ss[TC_Q], ca[TC_Q], sa[TC_Q];
-            const float *tk = tab + k * 4 * TC_Q;
-            lds<TC_Q>(tk, cs);
-            lds<TC_Q>(tk + TC_Q, ss);
-            lds<TC_Q>(tk + 2 * TC_Q, ca);
-            lds<TC_Q>(tk + 3 * TC_Q, sa);
-#pragma unroll
-            for (int v = 0; v < 4; v++) {
-                float cc = 0.0f, sn = 0.0f;
-#pragma unroll
-                for (int m = 0; m < TC_Q; m++) {
-                    cc += z[2 * m][v] * cs[m];
-                    sn += z[2 * m + 1][v] * ss[m];
-                }
-                const float gk = rs_act<float, SILU>(a.rs.act, scale[v] * (cc + sn) + shift[v]);
-#pragma unroll
-                for (int m = 0; m < TC_Q; m++) {
-                    y[2 * m][v] += gk * ca[m];
-                    y[2 * m + 1][v] += gk * sa[m];
-                }
-            }
+        for (int m = 0; m < TC_Q; m++) {
+            st4(ze + (2 * m) * F, make_float4(zc[m][0], zc[m][1], zc[m][2], zc[m][3]));
+            st4(ze + (2 * m + 1) * F, make_float4(zs[m][0], zs[m][1], zs[m][2], zs[m][3]));
         }
+        rs_grid_v<float, TC_Q, 4, 4, SILU>(tab, G, a.rs.act, 0, zc, zs, scale, shift, yc, ys);
 #pragma unroll
-        for (int s = 0; s < TC_S; s++)
-            st4(xe + s * F, add4(x[s], make_float4(y[s][0], y[s][1], y[s][2], y[s][3])));
+        for (int m = 0; m < TC_Q; m++) {
+            st4(xe + (2 * m) * F, add4(x[2 * m], make_float4(yc[m][0], yc[m][1], yc[m][2], yc[m][3])));
+            st4(xe + (2 * m + 1) * F,
+                add4(x[2 * m + 1], make_float4(ys[m][0], ys[m][1], ys[m][2], ys[m][3])));
+        }
     }
 #else
     (void)E; (void)F; (void)a; (void)X; (void)Z;

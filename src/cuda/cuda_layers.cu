@@ -23,8 +23,8 @@
  * SiLU in fp32 through the fast exp/rcp intrinsics; the VJP recomputes the
  * grid. Both kinds of kernel do the same operations per element in the same
  * order (bitwise identical results). Launch configuration: ECENET_RS_BLOCK
- * rows and ECENET_RS_WARPS warps per block (read once; default 1024 rows,
- * 8 warps), i.e. each thread does ECENET_RS_BLOCK / (32·ECENET_RS_WARPS)
+ * rows and ECENET_RS_WARPS warps per block (read once; default 512 rows,
+ * 4 warps), i.e. each thread does ECENET_RS_BLOCK / (32·ECENET_RS_WARPS)
  * rows; with vector rows a block covers V times as many channels. The fused
  * layer entries run the residual (X += RealSpace(Z)) inside the RealSpace
  * kernel and let the VJP overwrite its scratch, so neither needs a zeroing
@@ -191,6 +191,13 @@ __global__ void lin_sin0_vjp_k(int64_t E, int fin, int fout, int Q, const T *w, 
     }
 }
 
+/* blocks of the sin m = 0 kernels: a tile of edges each, at most 16 per SM (they loop) */
+static unsigned sin0_blocks(int64_t E)
+{
+    const unsigned nb = blocks_for((E + SIN0_TILE - 1) / SIN0_TILE, 1), cap = state().n_sm * 16;
+    return nb < cap ? nb : cap;
+}
+
 template <typename T>
 static void linear_fwd(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc, ecenet_idx ttgt,
                        const void *X_, void *Y_)
@@ -211,10 +218,7 @@ static void linear_fwd(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc
         gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w + sw, fin, sw,
                 X + 3 * fin, 2 * Q * fin, 2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout,
                 2LL * fout, Q - 1);
-    unsigned nb = blocks_for((E + SIN0_TILE - 1) / SIN0_TILE, 1);
-    if (nb > (unsigned)s.n_sm * 16)
-        nb = (unsigned)s.n_sm * 16;
-    lin_sin0_fwd_k<T><<<nb, 256>>>(E, fin, fout, Q, w, X, Y);
+    lin_sin0_fwd_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, X, Y);
     CU_LAUNCHED();
     if (p->w_src || p->w_tgt) {
         const size_t sm = (size_t)2 * Q * fin * sizeof(T);
@@ -257,10 +261,7 @@ static void linear_vjp(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc
             gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w + sw, fin, sw,
                     Yb + 3 * fout, 2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin,
                     2LL * fin, Q - 1);
-        unsigned nb = blocks_for((E + SIN0_TILE - 1) / SIN0_TILE, 1);
-        if (nb > (unsigned)s.n_sm * 16)
-            nb = (unsigned)s.n_sm * 16;
-        lin_sin0_vjp_k<T><<<nb, 256>>>(E, fin, fout, Q, w, Yb, Xb);
+        lin_sin0_vjp_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, Yb, Xb);
         CU_LAUNCHED();
     }
     if (p->w_src || p->w_tgt) {
@@ -521,31 +522,8 @@ __global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
         for (int v = 0; v < V; v++)
             rs_affine(a, e, f0 + v, scale[v], shift[v]);
 #pragma unroll
-        for (int v0 = 0; v0 < V; v0 += VC) {
-            for (int k = 0; k < G; k++) {
-                T cs[Q], ss[Q], ca[Q], sa[Q];
-                const T *tk = sm + k * 4 * Q;
-                lds<Q>(tk, cs);
-                lds<Q>(tk + Q, ss);
-                lds<Q>(tk + 2 * Q, ca);
-                lds<Q>(tk + 3 * Q, sa);
-#pragma unroll
-                for (int v = v0; v < v0 + VC; v++) {
-                    T c = 0, s = 0;
-#pragma unroll
-                    for (int m = 0; m < Q; m++) {
-                        c += xc[m][v] * cs[m];
-                        s += xs[m][v] * ss[m];
-                    }
-                    const T g = rs_act<T, SILU>(a.act, scale[v] * (c + s) + shift[v]);
-#pragma unroll
-                    for (int m = 0; m < Q; m++) {
-                        yc[m][v] += g * ca[m];
-                        ys[m][v] += g * sa[m];
-                    }
-                }
-            }
-        }
+        for (int v0 = 0; v0 < V; v0 += VC)
+            rs_grid_v<T, Q, V, VC, SILU>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
         rs_vstore<T, V, ACC>(Y + o, F, yc, ys);
     }
 }

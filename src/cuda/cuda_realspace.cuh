@@ -120,6 +120,42 @@ __device__ static inline void rs_affine(const RS<T> &a, int64_t e, int f, T &sca
         shift += a.shift_tgt[(int64_t)a.tt[e] * a.F + f];
 }
 
+/* The forward grid of V features (SPEC §11), their channels v0..v0+VC-1:
+ * yc, ys += Σ_k act(scale·(Σ_m xc·cos_synth + Σ_m xs·sin_synth) + shift)
+ * · (cos_analysis, sin_analysis), tables tab as rs_tables lays them out. One
+ * definition for the RealSpace vector kernel and the tensor-core layer's
+ * epilogue, so both do the same operations in the same order. */
+template <typename T, int Q, int V, int VC, bool SILU>
+__device__ static inline void rs_grid_v(const T *tab, int G, int act, int v0,
+                                        const T (&xc)[Q][V], const T (&xs)[Q][V],
+                                        const T (&scale)[V], const T (&shift)[V], T (&yc)[Q][V],
+                                        T (&ys)[Q][V])
+{
+    for (int k = 0; k < G; k++) {
+        T cs[Q], ss[Q], ca[Q], sa[Q];
+        const T *tk = tab + k * 4 * Q;
+        lds<Q>(tk, cs);
+        lds<Q>(tk + Q, ss);
+        lds<Q>(tk + 2 * Q, ca);
+        lds<Q>(tk + 3 * Q, sa);
+#pragma unroll
+        for (int v = v0; v < v0 + VC; v++) {
+            T c = 0, s = 0;
+#pragma unroll
+            for (int m = 0; m < Q; m++) {
+                c += xc[m][v] * cs[m];
+                s += xs[m][v] * ss[m];
+            }
+            const T g = rs_act<T, SILU>(act, scale[v] * (c + s) + shift[v]);
+#pragma unroll
+            for (int m = 0; m < Q; m++) {
+                yc[m][v] += g * ca[m];
+                ys[m][v] += g * sa[m];
+            }
+        }
+    }
+}
+
 /* row r = e·F + f -> (e, f); 32-bit division when the rows fit */
 __device__ static inline void rs_row(int64_t r, int64_t R, int F, int64_t &e, int &f)
 {

@@ -400,7 +400,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     printf("  (vector = mode 2, wherever the vector kernels apply; the default mode 1 runs the "
            "scalar fp64 VJP)\n");
     if (sweep) {
-        static const int cfgs[][2] = {{1024, 8}, {256, 8}, {512, 8}, {2048, 8}, {512, 4},
+        static const int cfgs[][2] = {{512, 4}, {256, 8}, {512, 8}, {2048, 8}, {1024, 8},
                                       {1024, 4}, {256, 4}, {128, 4}, {2048, 16}, {512, 16}};
         const int sweep_reps = reps < 20 ? reps : 20;
         printf("  launch sweep (fwd, vjp+=), %d runs each; a row is one channel (scalar) or %d "
@@ -429,7 +429,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
                    100 * 2 * mc / m[0][1], m[1][0], 100 * mc / m[1][0], m[1][1],
                    100 * 2 * mc / m[1][1]);
         }
-        ecn_cuda_set_rs_launch(1024, 8);
+        ecn_cuda_set_rs_launch(512, 4); /* the default */
     }
 restore:
     ecn_cuda_set_rs_vector(old_mode);

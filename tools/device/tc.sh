@@ -4,14 +4,7 @@
 # counted), ecenet bench with ECENET_LAYER_TC = 0 / 1 / 2 alternated in one
 # run, the bench profiles with the kernel, memcheck + racecheck over it.
 # Binaries: doc/gpu-runs.md steps 1-2 (.cudabuild, carried). Logs into $OUT.
-cd "$(dirname "$0")/../.."
-B=$PWD/.cudabuild
-[[ -f $B/bin.tar.xz && ! -x $B/ecenet ]] && tar -C $B -xJf $B/bin.tar.xz
-export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
-if ldd $B/ecenet | grep -q "libcublas.*not found"; then
-  L=$(find / -name "libcublas.so.13" -not -path "/proc/*" 2>/dev/null | head -1); export LD_LIBRARY_PATH=$(dirname $L):$LD_LIBRARY_PATH; fi
-export ECENET_TEST_DATA=$PWD/tests/data
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+source "$(dirname "$0")/env.sh"
 echo "=== check_backends ops"; s=$SECONDS
 ECENET_TEST_BACKEND=cuda CK_RUN_CASE=ops timeout ${OPS_LIMIT:-200} $B/check_backends > $OUT/ops.log 2>&1; echo "rc=$? $((SECONDS-s))s"
 grep -E "%:|:F:|:E:|layers" $OUT/ops.log | cut -c1-220 | tail -12
