@@ -90,6 +90,7 @@ void ecn_engine_free(ecn_engine *eng)
         eng->be->release(eng->owned[k]);
     if (eng->ws)
         eng->be->release(eng->ws);
+    free(eng->host_in);
     free(eng->lin);
     free(eng->lin_up);
     free(eng->rs);

@@ -29,6 +29,8 @@ struct ecn_engine {
     int64_t chunk_edges;                 /* low-memory chunk (0 = automatic) */
     void *ws;                            /* step workspace arena, grown on demand */
     size_t ws_bytes;
+    void *host_in;                       /* host images of the step's inputs (step.c), */
+    size_t host_in_bytes;                /* reused: no page faults per step */
 };
 
 #endif

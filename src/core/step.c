@@ -817,13 +817,23 @@ static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_o
     const size_t i32_len =
         (size_t)((char *)w.csr[7] - (char *)w.edge_i) / sizeof(int32_t) + (size_t)P;
     const size_t re_len = (size_t)((char *)w.nshift - (char *)w.pos) / be->real_size + 3 * (size_t)P;
-    int32_t *img = calloc(i32_len + 1, sizeof *img);
-    double *rimg = calloc(re_len + 1, sizeof *rimg);
-    if (!img || !rimg) {
-        free(img);
-        free(rimg);
-        return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory");
+    /* both images in one engine-owned host buffer, kept across steps (fresh
+     * pages would fault on every step); grown zeroed, so gap bytes are
+     * always defined (zeros, or values of an earlier step's layout: never
+     * read on the device) */
+    const size_t i32_bytes = ((i32_len + 1) * sizeof(int32_t) + 15) / 16 * 16;
+    const size_t in_bytes = i32_bytes + (re_len + 1) * sizeof(double);
+    if (in_bytes > eng->host_in_bytes) {
+        free(eng->host_in);
+        eng->host_in_bytes = 0;
+        eng->host_in = calloc(1, in_bytes);
+        if (!eng->host_in)
+            return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory (%zu bytes of input images)",
+                            in_bytes);
+        eng->host_in_bytes = in_bytes;
     }
+    int32_t *img = eng->host_in;
+    double *rimg = (double *)((char *)eng->host_in + i32_bytes);
 #define I32_AT(p) (img + (size_t)((char *)(p) - (char *)w.edge_i) / sizeof(int32_t))
 #define REAL_AT(p) (rimg + (size_t)((char *)(p) - (char *)w.pos) / be->real_size)
     copy_i32(I32_AT(w.edge_i), el->src, E);
@@ -862,8 +872,6 @@ static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_o
     op_end(&r, "prepare", t_prep);
     OP(&r, "upload_idx", be->upload_idx(w.edge_i, img, i32_len));
     OP(&r, "upload", be->upload(w.pos, rimg, re_len));
-    free(img);
-    free(rimg);
 
     /* ACE environment (§5, §6) */
     section(&r, "radial/SH", 0, 0);
