@@ -49,8 +49,8 @@ int ecn_cuda_set_rs_vector(int on);
  * (one GEMM kernel with the RealSpace + residual epilogue) and, in split
  * TF32, the linear VJP GEMM. mode: 0 off (cuBLAS GEMMs and the RealSpace
  * kernel); 1 the fused forward for fp32 with TF32; 2 also strict fp32
- * through split TF32 (fp32-accurate, three MMAs per product: fused forward
- * and VJP GEMM). fp64 never uses them. Default: env ECENET_LAYER_TC (0, 1,
+ * through split TF32 (three MMAs per product, near fp32 but measurably
+ * less accurate than SGEMM: fused forward and VJP GEMM). fp64 never uses them. Default: env ECENET_LAYER_TC (0, 1,
  * 2; read once), else ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 they are
  * still slower than cuBLAS + RealSpace (doc/performance.md), so they are
  * opt-in until they win. Returns the previous mode. */
