@@ -306,11 +306,7 @@ __global__ void __launch_bounds__(512) rs_fwd_k(int64_t R, RS<T> a, int rpt,
         rs_affine(a, e, f, scale, shift);
         for (int k = 0; k < G; k++) {
             T cs[QT], ss[QT], ca[QT], sa[QT];
-            const T *tk = sm + k * 4 * QT;
-            lds<QT>(tk, cs);
-            lds<QT>(tk + QT, ss);
-            lds<QT>(tk + 2 * QT, ca);
-            lds<QT>(tk + 3 * QT, sa);
+            rs_tab_k<T, QT>(sm, k, cs, ss, ca, sa);
             T c = 0, s = 0;
 #pragma unroll
             for (int m = 0; m < QT; m++) {
@@ -374,11 +370,7 @@ __global__ void __launch_bounds__(512) rs_vjp_k(int64_t R, RS<T> a, int rpt,
         rs_affine(a, e, f, scale, shift);
         for (int k = 0; k < G; k++) {
             T cs[QT], ss[QT], ca[QT], sa[QT];
-            const T *tk = sm + k * 4 * QT;
-            lds<QT>(tk, cs);
-            lds<QT>(tk + QT, ss);
-            lds<QT>(tk + 2 * QT, ca);
-            lds<QT>(tk + 3 * QT, sa);
+            rs_tab_k<T, QT>(sm, k, cs, ss, ca, sa);
             T gbar = 0, c = 0, s = 0;
 #pragma unroll
             for (int m = 0; m < QT; m++) {
@@ -569,11 +561,7 @@ __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
         for (int v0 = 0; v0 < V; v0 += VC) {
             for (int k = 0; k < G; k++) {
                 T cs[Q], ss[Q], ca[Q], sa[Q];
-                const T *tk = sm + k * 4 * Q;
-                lds<Q>(tk, cs);
-                lds<Q>(tk + Q, ss);
-                lds<Q>(tk + 2 * Q, ca);
-                lds<Q>(tk + 3 * Q, sa);
+                rs_tab_k<T, Q>(sm, k, cs, ss, ca, sa);
 #pragma unroll
                 for (int v = v0; v < v0 + VC; v++) {
                     T gbar = 0, c = 0, s = 0;

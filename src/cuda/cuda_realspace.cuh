@@ -120,6 +120,19 @@ __device__ static inline void rs_affine(const RS<T> &a, int64_t e, int f, T &sca
         shift += a.shift_tgt[(int64_t)a.tt[e] * a.F + f];
 }
 
+/* grid point k's table rows (cos_synth, sin_synth, cos_analysis,
+ * sin_analysis; QT slots each) from the rs_tables layout */
+template <typename T, int QT>
+__device__ static inline void rs_tab_k(const T *tab, int k, T (&cs)[QT], T (&ss)[QT], T (&ca)[QT],
+                                       T (&sa)[QT])
+{
+    const T *tk = tab + k * 4 * QT;
+    lds<QT>(tk, cs);
+    lds<QT>(tk + QT, ss);
+    lds<QT>(tk + 2 * QT, ca);
+    lds<QT>(tk + 3 * QT, sa);
+}
+
 /* The forward grid of V features (SPEC §11), their channels v0..v0+VC-1:
  * yc, ys += Σ_k act(scale·(Σ_m xc·cos_synth + Σ_m xs·sin_synth) + shift)
  * · (cos_analysis, sin_analysis), tables tab as rs_tables lays them out. One
@@ -133,11 +146,7 @@ __device__ static inline void rs_grid_v(const T *tab, int G, int act, int v0,
 {
     for (int k = 0; k < G; k++) {
         T cs[Q], ss[Q], ca[Q], sa[Q];
-        const T *tk = tab + k * 4 * Q;
-        lds<Q>(tk, cs);
-        lds<Q>(tk + Q, ss);
-        lds<Q>(tk + 2 * Q, ca);
-        lds<Q>(tk + 3 * Q, sa);
+        rs_tab_k<T, Q>(tab, k, cs, ss, ca, sa);
 #pragma unroll
         for (int v = v0; v < v0 + VC; v++) {
             T c = 0, s = 0;
