@@ -36,6 +36,7 @@
  * aligned tensors, a GPU with thread-block clusters; VJP when Q = 4,
  * fin % 64 == 0, fout % 16 == 0 (split TF32 only). Otherwise the callers
  * take the cuBLAS path. */
+#include <atomic>
 #include <cooperative_groups.h>
 #include <limits.h>
 #include <mutex>
@@ -399,7 +400,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
 
 static int tc_mode_v;
 static std::once_flag tc_once;
-static unsigned long long tc_launches;
+static std::atomic<unsigned long long> tc_launches; /* several contexts may run at once */
 
 static int &tc_mode()
 {
@@ -431,8 +432,8 @@ static void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, int64_t 
 /* whether a cluster of C such blocks fits on this GPU (asked once per C) */
 static bool tc_cluster_fits(int C)
 {
-    static int known[9]; /* 0 unknown, 1 fits, -1 does not */
-    if (!known[C]) {
+    static std::atomic<int> known[9]; /* 0 unknown, 1 fits, -1 does not */
+    if (!known[C].load()) {
         auto kern = layer_tc_fwd_k<1, true>;
         int n = 0;
         cudaLaunchConfig_t cfg;
@@ -443,9 +444,9 @@ static bool tc_cluster_fits(int C)
                                  (int)TC_SMEM) == cudaSuccess &&
             cudaOccupancyMaxActiveClusters(&n, kern, &cfg) == cudaSuccess && n > 0;
         (void)cudaGetLastError(); /* a refusal here only means: not this path */
-        known[C] = ok ? 1 : -1;
+        known[C].store(ok ? 1 : -1);
     }
-    return known[C] > 0;
+    return known[C].load() > 0;
 }
 
 template <int SPLIT, bool SILU>
@@ -518,4 +519,4 @@ extern "C" int ecn_cuda_set_layer_tc(int mode)
     return old;
 }
 
-extern "C" unsigned long long ecn_cuda_layer_tc_launches(void) { return ecn_cu::tc_launches; }
+extern "C" unsigned long long ecn_cuda_layer_tc_launches(void) { return ecn_cu::tc_launches.load(); }
