@@ -678,6 +678,52 @@ static tens features(tctx *c, int64_t E, int Q, int F, int sin0_zero)
     return t_from(c, x, n);
 }
 
+/* ReLU's derivative jumps at 0: where a pre-activation lies within rounding
+ * of the kink, an fp32 VJP and the fp64 reference legitimately take
+ * different sides (seen on the H200: 4.9e-4 rel L2 against the 1e-4 bound on
+ * the E = 5000 shape under another random stream, from a few such rows).
+ * Rows (edge, feature) with a pre-activation within 1e-5 of the size of its
+ * terms (20x the fp32 rounding of that sum) get a zero upstream gradient,
+ * so the VJP is compared where it is defined; at most 1% of the rows may be
+ * masked (measured: at most 0.1% per shape). Returns how many were. */
+static size_t relu_kink_mask(const ecenet_realspace_params *p, const int32_t *ts,
+                             const int32_t *tt, int64_t E, const double *X, double *Yb)
+{
+    const int F = p->F, Q = p->Q, G = p->G;
+    const double *cs = p->cos_synth, *ss = p->sin_synth;
+    const double *sc = p->scale, *sh = p->shift;
+    size_t masked = 0;
+    for (int64_t e = 0; e < E; e++)
+        for (int f = 0; f < F; f++) {
+            double scale = sc ? sc[f] : 1.0, shift = sh ? sh[f] : 0.0;
+            const double *a_s = p->scale_src, *a_t = p->scale_tgt, *b_s = p->shift_src,
+                         *b_t = p->shift_tgt;
+            scale += (a_s ? a_s[(size_t)ts[e] * F + f] : 0.0) + (a_t ? a_t[(size_t)tt[e] * F + f] : 0.0);
+            shift += (b_s ? b_s[(size_t)ts[e] * F + f] : 0.0) + (b_t ? b_t[(size_t)tt[e] * F + f] : 0.0);
+            const double *xe = X + (size_t)e * Q * 2 * F + f;
+            int near = 0;
+            for (int k = 0; k < G && !near; k++) {
+                double v = 0.0, size = 0.0;
+                for (int m = 0; m < Q; m++) {
+                    const double tc = xe[(2 * m) * F] * cs[m * G + k];
+                    const double ts_ = xe[(2 * m + 1) * F] * ss[m * G + k];
+                    v += tc + ts_;
+                    size += fabs(tc) + fabs(ts_);
+                }
+                near = fabs(scale * v + shift) <= 1e-5 * (fabs(scale) * size + fabs(shift));
+            }
+            if (near) {
+                double *ye = Yb + (size_t)e * Q * 2 * F + f;
+                for (int j = 0; j < 2 * Q; j++)
+                    ye[j * F] = 0.0;
+                masked++;
+            }
+        }
+    ck_assert_msg(masked <= (size_t)(E * F) / 100 + 1, "relu_kink_mask: %zu of %lld rows masked",
+                  masked, (long long)(E * F));
+    return masked;
+}
+
 /* cuda tensor-core kernels: set the mode (returns the old one), count launches */
 static int tc_set(int is_cuda, int mode)
 {
@@ -768,6 +814,8 @@ static void test_layers(tctx *c, setup *u)
             be->realspace_fwd(E, &rp.d, u->d_tsrc, u->d_ttgt, X.d, Y.d);
             t_check(c, &Y, op, "fwd Y", 0);
             tens Yb = t_rand(c, (size_t)E * XE, 1.0), Xb = t_acc(c, (size_t)E * XE);
+            if (a == ECENET_ACT_RELU && relu_kink_mask(&rp.h, u->tsrc, u->ttgt, E, X.h, Yb.h))
+                be->upload(Yb.d, Yb.h, (size_t)E * XE);
             ref_realspace_vjp(E, &rp.h, u->tsrc, u->ttgt, X.h, Yb.h, Xb.h);
             be->realspace_vjp(E, &rp.d, u->d_tsrc, u->d_ttgt, X.d, Yb.d, Xb.d);
             t_check(c, &Xb, op, "vjp Xbar", 1);
