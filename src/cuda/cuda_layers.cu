@@ -479,6 +479,43 @@ __device__ static inline void rs_vstore(T *p, int F, const T (&ac)[RSV_Q][V],
     }
 }
 
+/* the 2Q slot vectors (V channels each) of one row at p */
+template <typename T, int V>
+__device__ static inline void rs_vload(const T *p, int F, T (&c)[RSV_Q][V], T (&s)[RSV_Q][V])
+{
+#pragma unroll
+    for (int m = 0; m < RSV_Q; m++) {
+        vld(p + (2 * m) * F, c[m]);
+        vld(p + (2 * m + 1) * F, s[m]);
+    }
+}
+
+/* Vector row r of a vector kernel: its input slots from X, zeroed
+ * accumulators, the per-channel affine; returns the row's offset (edge e,
+ * slot 0, first channel) */
+template <typename T, int V>
+__device__ static inline int64_t rs_vrow(const RS<T> &a, int64_t r, int64_t R, const T *X,
+                                         T (&xc)[RSV_Q][V], T (&xs)[RSV_Q][V], T (&yc)[RSV_Q][V],
+                                         T (&ys)[RSV_Q][V], T (&scale)[V], T (&shift)[V])
+{
+    const int F = a.F;
+    int64_t e;
+    int fv;
+    rs_row(r, R, F / V, e, fv);
+    const int f0 = fv * V;
+    const int64_t o = e * 2 * RSV_Q * F + f0;
+    rs_vload(X + o, F, xc, xs);
+#pragma unroll
+    for (int m = 0; m < RSV_Q; m++)
+#pragma unroll
+        for (int v = 0; v < V; v++)
+            yc[m][v] = ys[m][v] = (T)0;
+#pragma unroll
+    for (int v = 0; v < V; v++)
+        rs_affine(a, e, f0 + v, scale[v], shift[v]);
+    return o;
+}
+
 /* Y (=|+=) RealSpace(X); R = E·F/V vector rows */
 template <typename T, int VC, bool ACC, bool SILU>
 __global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
@@ -495,24 +532,8 @@ __global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
         const int64_t r = base + (int64_t)j * blockDim.x;
         if (r >= R)
             return;
-        int64_t e;
-        int fv;
-        rs_row(r, R, F / V, e, fv);
-        const int f0 = fv * V;
-        const int64_t o = e * 2 * Q * F + f0;
-        T xc[Q][V], xs[Q][V], yc[Q][V], ys[Q][V];
-#pragma unroll
-        for (int m = 0; m < Q; m++) {
-            vld(X + o + (2 * m) * F, xc[m]);
-            vld(X + o + (2 * m + 1) * F, xs[m]);
-#pragma unroll
-            for (int v = 0; v < V; v++)
-                yc[m][v] = ys[m][v] = (T)0;
-        }
-        T scale[V], shift[V];
-#pragma unroll
-        for (int v = 0; v < V; v++)
-            rs_affine(a, e, f0 + v, scale[v], shift[v]);
+        T xc[Q][V], xs[Q][V], yc[Q][V], ys[Q][V], scale[V], shift[V];
+        const int64_t o = rs_vrow(a, r, R, X, xc, xs, yc, ys, scale, shift);
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += VC)
             rs_grid_v<T, Q, V, VC, SILU>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
@@ -537,26 +558,9 @@ __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
         const int64_t r = base + (int64_t)j * blockDim.x;
         if (r >= R)
             return;
-        int64_t e;
-        int fv;
-        rs_row(r, R, F / V, e, fv);
-        const int f0 = fv * V;
-        const int64_t o = e * 2 * Q * F + f0;
-        T xc[Q][V], xs[Q][V], bc[Q][V], bs[Q][V], gc[Q][V], gs[Q][V];
-#pragma unroll
-        for (int m = 0; m < Q; m++) {
-            vld(X + o + (2 * m) * F, xc[m]);
-            vld(X + o + (2 * m + 1) * F, xs[m]);
-            vld(Yb + o + (2 * m) * F, bc[m]);
-            vld(Yb + o + (2 * m + 1) * F, bs[m]);
-#pragma unroll
-            for (int v = 0; v < V; v++)
-                gc[m][v] = gs[m][v] = (T)0;
-        }
-        T scale[V], shift[V];
-#pragma unroll
-        for (int v = 0; v < V; v++)
-            rs_affine(a, e, f0 + v, scale[v], shift[v]);
+        T xc[Q][V], xs[Q][V], bc[Q][V], bs[Q][V], gc[Q][V], gs[Q][V], scale[V], shift[V];
+        const int64_t o = rs_vrow(a, r, R, X, xc, xs, gc, gs, scale, shift);
+        rs_vload(Yb + o, F, bc, bs);
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += VC) {
             for (int k = 0; k < G; k++) {
