@@ -773,33 +773,37 @@ done:
     return st;
 }
 
-ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *cell,
-                              const int pbc[3], double r_cut_edge, double r_cut_nb,
-                              ecn_graph *g, char *err, size_t err_len)
+/* The two entry points: build (g starts empty, no memory kept afterwards)
+ * or rebuild (g's memory reused and kept, with spare capacity) */
+static ecenet_status build_entry(size_t n_atoms, const double *pos, const double *cell,
+                                 const int pbc[3], double r_cut_edge, double r_cut_nb,
+                                 ecn_graph *g, int reuse, char *err, size_t err_len)
 {
-    ecenet_status st;
     if (!g)
         return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "graph: output graph is NULL");
-    memset(g, 0, sizeof *g);
-    st = build(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 0, err, err_len);
+    if (!reuse)
+        memset(g, 0, sizeof *g);
+    const ecenet_status st =
+        build(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, reuse, err, err_len);
     if (st != ECENET_OK) {
         ecn_graph_free(g);
-    } else {
+    } else if (!reuse) {
         mem_free(g->mem);
         g->mem = NULL;
     }
     return st;
 }
 
+ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *cell,
+                              const int pbc[3], double r_cut_edge, double r_cut_nb,
+                              ecn_graph *g, char *err, size_t err_len)
+{
+    return build_entry(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 0, err, err_len);
+}
+
 ecenet_status ecn_graph_rebuild(size_t n_atoms, const double *pos, const double *cell,
                                 const int pbc[3], double r_cut_edge, double r_cut_nb,
                                 ecn_graph *g, char *err, size_t err_len)
 {
-    ecenet_status st;
-    if (!g)
-        return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "graph: output graph is NULL");
-    st = build(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 1, err, err_len);
-    if (st != ECENET_OK)
-        ecn_graph_free(g);
-    return st;
+    return build_entry(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 1, err, err_len);
 }

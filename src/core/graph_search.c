@@ -453,33 +453,33 @@ void ecn_search_ws_free(ecn_search_ws *ws)
     free(ws);
 }
 
+/* ptr resized to n elements (kept as it was on failure); on failure the
+ * enclosing function returns -1 */
+#define GROW(ptr, n)                                                                               \
+    do {                                                                                           \
+        void *q_ = realloc((ptr), (size_t)(n) * sizeof *(ptr));                                    \
+        if (!q_)                                                                                   \
+            return -1;                                                                             \
+        (ptr) = q_;                                                                                \
+    } while (0)
+
 /* Room for n candidates of a bin in ws. 0, or -1 when out of memory. */
 static int ws_reserve(ecn_search_ws *ws, int64_t n)
 {
     int64_t cap = ws->l_cap ? ws->l_cap : 1024;
-    void *p;
     if (n <= ws->l_cap)
         return 0;
     while (cap < n)
         cap *= 2;
-    if (!(p = realloc(ws->la, (size_t)cap * sizeof *ws->la)))
-        return -1;
-    ws->la = p;
-    if (!(p = realloc(ws->lb, (size_t)cap * sizeof *ws->lb)))
-        return -1;
-    ws->lb = p;
-    if (!(p = realloc(ws->y, (size_t)cap * 3 * sizeof *ws->y)))
-        return -1;
-    ws->y = p;
-    if (!(p = realloc(ws->key, (size_t)cap * sizeof *ws->key)))
-        return -1;
-    ws->key = p;
-    if (!(p = realloc(ws->cell, (size_t)cap * sizeof *ws->cell)))
-        return -1;
-    ws->cell = p;
+    GROW(ws->la, cap);
+    GROW(ws->lb, cap);
+    GROW(ws->y, 3 * cap);
+    GROW(ws->key, cap);
+    GROW(ws->cell, cap);
     ws->l_cap = cap;
     return 0;
 }
+#undef GROW
 
 static int out_reserve(ecn_search_out *co, int64_t need)
 {
