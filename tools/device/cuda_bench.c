@@ -156,6 +156,11 @@ static float rsb_elapsed(rsb_ctx *c)
     return ms;
 }
 
+/* ms of one op after an L2 flush, between two events */
+#define RSB_TIME(c, r, call)                                                                       \
+    (rsb_flush((c), (r)), cudaEventRecord((c)->a, 0), (call), cudaEventRecord((c)->b, 0),          \
+     rsb_elapsed(c))
+
 /* one run of variant v (0..3); t[0] the timed op, t[1] the linear to subtract (v = 1, 3) */
 static void rsb_run(rsb_ctx *c, int v, int r, double *t)
 {
@@ -164,47 +169,24 @@ static void rsb_run(rsb_ctx *c, int v, int r, double *t)
     t[1] = 0.0;
     switch (v) {
     case 0:
-        rsb_flush(c, r);
-        cudaEventRecord(c->a, 0);
-        be->realspace_fwd(c->E, &c->p, NULL, NULL, c->X, c->Y);
-        cudaEventRecord(c->b, 0);
-        t[0] = rsb_elapsed(c);
+        t[0] = RSB_TIME(c, r, be->realspace_fwd(c->E, &c->p, NULL, NULL, c->X, c->Y));
         break;
     case 1:
         /* X += RealSpace(Z), Z = Linear(X): from X0 every run */
         be->copy(c->Xio, c->X0, bytes);
-        rsb_flush(c, r);
-        cudaEventRecord(c->a, 0);
-        be->layer_fwd(c->E, &c->lin, &c->p, NULL, NULL, c->Xio, c->Z);
-        cudaEventRecord(c->b, 0);
-        t[0] = rsb_elapsed(c);
-        rsb_flush(c, r);
-        cudaEventRecord(c->a, 0);
-        be->linear_fwd(c->E, &c->lin, NULL, NULL, c->X0, c->Y);
-        cudaEventRecord(c->b, 0);
-        t[1] = rsb_elapsed(c);
+        t[0] = RSB_TIME(c, r, be->layer_fwd(c->E, &c->lin, &c->p, NULL, NULL, c->Xio, c->Z));
+        t[1] = RSB_TIME(c, r, be->linear_fwd(c->E, &c->lin, NULL, NULL, c->X0, c->Y));
         break;
     case 2:
         be->zero(c->Xb, bytes);
-        rsb_flush(c, r);
-        cudaEventRecord(c->a, 0);
-        be->realspace_vjp(c->E, &c->p, NULL, NULL, c->X, c->Yb, c->Xb);
-        cudaEventRecord(c->b, 0);
-        t[0] = rsb_elapsed(c);
+        t[0] = RSB_TIME(c, r, be->realspace_vjp(c->E, &c->p, NULL, NULL, c->X, c->Yb, c->Xb));
         break;
     default:
         /* tmp = RealSpace_vjp(Z, Xbar); Xbar += Linearᵀ(tmp): Xbar from Yb0 every run */
         be->copy(c->Xb, c->Yb0, bytes);
-        rsb_flush(c, r);
-        cudaEventRecord(c->a, 0);
-        be->layer_vjp(c->E, &c->lin, &c->p, NULL, NULL, c->X, c->Xb, c->tmp);
-        cudaEventRecord(c->b, 0);
-        t[0] = rsb_elapsed(c);
-        rsb_flush(c, r);
-        cudaEventRecord(c->a, 0);
-        be->linear_vjp(c->E, &c->lin, NULL, NULL, c->tmp, c->Y);
-        cudaEventRecord(c->b, 0);
-        t[1] = rsb_elapsed(c);
+        t[0] = RSB_TIME(c, r,
+                        be->layer_vjp(c->E, &c->lin, &c->p, NULL, NULL, c->X, c->Xb, c->tmp));
+        t[1] = RSB_TIME(c, r, be->linear_vjp(c->E, &c->lin, NULL, NULL, c->tmp, c->Y));
         break;
     }
 }
