@@ -1,0 +1,23 @@
+#!/bin/bash
+# One optimisation iteration on the device: the cuda rows of check_backends
+# (every op against ref, golden cases, determinism), the bench rows of the
+# new binaries against the previous ones (.cudabuild/base.tar.xz: ecenet_base)
+# alternated in one run, the TF32 profile and ncu's per-kernel durations of
+# one joint step. Logs into $OUT. About 6 minutes.
+source "$(dirname "$0")/env.sh"
+[[ -f $B/base.tar.xz && ! -x $B/ecenet_base ]] && tar -C $B -xJf $B/base.tar.xz
+s=$SECONDS; echo "=== check_backends (cuda)"
+ECENET_TEST_BACKEND=cuda timeout ${CB_LIMIT:-220} $B/check_backends > $OUT/check_backends.log 2>&1; echo "rc=$? $((SECONDS-s))s"
+grep -E "%:|:F:|:E:" $OUT/check_backends.log | cut -c1-300 | tail -8
+[[ -n $CUDA_TESTS ]] && { ECENET_TEST_BACKEND=cuda timeout 60 $B/check_cuda > $OUT/check_cuda.log 2>&1; echo "check_cuda rc=$?"; tail -2 $OUT/check_cuda.log; }
+cd $B
+echo "=== bench: base vs new, alternated"; s=$SECONDS
+for rep in 1 2; do for bin in ecenet_base ecenet; do
+  timeout 60 ./$bin bench --config bench --diamond 4 --backend ${ROWS:-cuda:tf32,cuda:f32,cuda:f64} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/$bin /"
+done; done; echo "$((SECONDS-s))s"
+echo "=== profile (TF32)"; s=$SECONDS
+timeout 60 ./ecenet profile --config bench --diamond 4 --backend cuda --precision f32 --tf32 --n-warmup 2 --n-time 5 --op-profile --profile-rows 40 > $OUT/prof_tf32.txt 2>&1; echo "rc=$? $((SECONDS-s))s"
+sed -n '/^Joint energy+forces step by self/,/sum of self/p' $OUT/prof_tf32.txt | head -24
+echo "=== ncu: every kernel of one joint TF32 step"; s=$SECONDS
+M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size,dram__bytes.sum
+timeout 150 ncu --csv --page raw --metrics $M -c 400 ./ecenet bench --config bench --diamond 4 --backend cuda:tf32 --n-warmup 0 --n-time 1 > $OUT/ncu_all.csv 2> $OUT/ncu_err.txt; echo "rc=$? $((SECONDS-s))s"
