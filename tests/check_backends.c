@@ -831,14 +831,19 @@ static void test_layers(tctx *c, setup *u)
      * a nonzero sin m = 0 slot (never in a model, but the product stays exact).
      * The tensor-core forward applies for fp32, Q = 4, F % 64 == 0, no per-type
      * weights or affine; its VJP GEMM in split TF32 only */
+    /* s0z: the sin0_zero flag (the model's case: tables with sin(0·θ) = 0 and
+     * a zero sin m = 0 input slot), which lets cuda skip that slot; ref and
+     * omp ignore it, so only cuda runs both */
     if (be->layer_fwd || be->layer_vjp)
         for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2)
-        for (int variant = 0; variant < 3; variant++) {
+        for (int variant = 0; variant < 3; variant++)
+        for (int s0z = 0; s0z <= (is_cuda && variant != 2); s0z++) {
             const int corr = variant == 1 ? u->s.corr : 0;
             lin_pair lp = make_linear(c, F, F, Q, T, 1, corr);
             rs_pair rp = make_rs(c, F, Q, G, T, u->s.act, variant == 1, corr, 0);
-            snprintf(op, sizeof op, "layer corr=%d affine=%d sin0=%s tc=%d", corr, variant == 1,
-                     variant == 2 ? "random" : "zero", tc);
+            rp.h.sin0_zero = rp.d.sin0_zero = s0z;
+            snprintf(op, sizeof op, "layer corr=%d affine=%d sin0=%s%s tc=%d", corr, variant == 1,
+                     variant == 2 ? "random" : "zero", s0z ? " (sin0_zero)" : "", tc);
             tens X = features(c, E, Q, F, variant != 2);
             const int tc_old = tc_set(is_cuda, tc);
             const int tc_fits = tc && be->real_size == 4 && Q == 4 && F % 64 == 0 && E > 0;

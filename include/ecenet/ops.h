@@ -73,6 +73,16 @@ typedef struct {
     const void *scale, *shift;                /* (F) or NULL (= 1, 0) */
     const void *scale_src, *scale_tgt;        /* (T, F) or NULL */
     const void *shift_src, *shift_tgt;        /* (T, F) or NULL */
+    /* Nonzero: the sin m = 0 slot is structurally zero in this layer. Its
+     * table entries (sin_synth[0][·], sin_analysis[·][0]) are exactly zero,
+     * so no RealSpace output depends on that slot of its inputs and its sin
+     * m = 0 outputs are zero, and the inputs of the fused layer entries hold
+     * zeros there (true in every model: the engine sets it from the tables).
+     * The fused layer entries may then skip the slot: layer_fwd still writes
+     * Z's as zero and leaves X's unchanged, layer_vjp writes tmp's as zero
+     * and leaves Xbar's unchanged. 0: no assumption (ref and omp compute
+     * every slot either way). */
+    int sin0_zero;
 } ecenet_realspace_params;
 
 /* Readout MLP: dims[0] = F -> ... -> dims[n_layers]; act between layers. */

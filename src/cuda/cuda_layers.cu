@@ -198,9 +198,12 @@ static unsigned sin0_blocks(int64_t E)
     return nb < cap ? nb : cap;
 }
 
+/* Y = Linear(X); layer_sin0: the caller (the layer forward on a sin0_zero
+ * layer) adds the bias and writes the sin m = 0 slot itself, so neither
+ * kernel runs here */
 template <typename T>
-static void linear_fwd(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc, ecenet_idx ttgt,
-                       const void *X_, void *Y_)
+static void linear_fwd_run(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc,
+                           ecenet_idx ttgt, const void *X_, void *Y_, bool layer_sin0)
 {
     State &s = state();
     if (E <= 0)
@@ -218,8 +221,10 @@ static void linear_fwd(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc
         gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w + sw, fin, sw,
                 X + 3 * fin, 2 * Q * fin, 2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout,
                 2LL * fout, Q - 1);
-    lin_sin0_fwd_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, X, Y);
-    CU_LAUNCHED();
+    if (!layer_sin0) {
+        lin_sin0_fwd_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, X, Y);
+        CU_LAUNCHED();
+    }
     if (p->w_src || p->w_tgt) {
         const size_t sm = (size_t)2 * Q * fin * sizeof(T);
         smem_allow(lin_corr_fwd_k<T>, sm);
@@ -227,10 +232,17 @@ static void linear_fwd(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc
                                                       (const T *)p->w_tgt, tsrc, ttgt, X, Y);
         CU_LAUNCHED();
     }
-    if (p->bias) {
+    if (p->bias && !layer_sin0) {
         lin_bias_k<T><<<blocks_for(E * fout, 256), 256>>>(E, fout, Q, (const T *)p->bias, Y);
         CU_LAUNCHED();
     }
+}
+
+template <typename T>
+static void linear_fwd(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc, ecenet_idx ttgt,
+                       const void *X, void *Y)
+{
+    linear_fwd_run<T>(E, p, tsrc, ttgt, X, Y, false);
 }
 
 static bool lin_tc(int64_t E, const ecenet_linear_params *p, const float *Yb, float *Xb)
@@ -242,9 +254,12 @@ static bool lin_tc(int64_t, const ecenet_linear_params *, const double *, double
     return false; /* fp64: cuBLAS DGEMM */
 }
 
+/* Xb += Linearᵀ(Yb); sin0_zero: Yb's sin m = 0 slot is zero (the RealSpace
+ * VJP's output on a sin0_zero layer), so that slice adds nothing and is
+ * skipped */
 template <typename T>
-static void linear_vjp(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc, ecenet_idx ttgt,
-                       const void *Yb_, void *Xb_)
+static void linear_vjp_run(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc,
+                           ecenet_idx ttgt, const void *Yb_, void *Xb_, bool sin0_zero)
 {
     State &s = state();
     if (E <= 0)
@@ -261,8 +276,10 @@ static void linear_vjp(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc
             gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w + sw, fin, sw,
                     Yb + 3 * fout, 2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin,
                     2LL * fin, Q - 1);
-        lin_sin0_vjp_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, Yb, Xb);
-        CU_LAUNCHED();
+        if (!sin0_zero) {
+            lin_sin0_vjp_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, Yb, Xb);
+            CU_LAUNCHED();
+        }
     }
     if (p->w_src || p->w_tgt) {
         const size_t sm = (size_t)2 * Q * fout * sizeof(T);
@@ -271,6 +288,13 @@ static void linear_vjp(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc
                                                       (const T *)p->w_tgt, tsrc, ttgt, Yb, Xb);
         CU_LAUNCHED();
     }
+}
+
+template <typename T>
+static void linear_vjp(int64_t E, const ecenet_linear_params *p, ecenet_idx tsrc, ecenet_idx ttgt,
+                       const void *Yb, void *Xb)
+{
+    linear_vjp_run<T>(E, p, tsrc, ttgt, Yb, Xb, false);
 }
 
 /* ---- RealSpace (helpers in cuda_realspace.cuh) ---------------------------------------------------- */
@@ -435,8 +459,18 @@ __device__ static inline void vld(const double *p, double (&v)[2])
     v[0] = q.x;
     v[1] = q.y;
 }
+__device__ static inline void vld(const float *p, float (&v)[2])
+{
+    const float2 q = *reinterpret_cast<const float2 *>(p);
+    v[0] = q.x;
+    v[1] = q.y;
+}
 /* the store intrinsic (st.global.wb, the default policy) keeps each store one
  * 16-byte transaction: plain float4 assignments were split into scalars */
+__device__ static inline void vst(float *p, const float (&v)[2])
+{
+    __stwb(reinterpret_cast<float2 *>(p), make_float2(v[0], v[1]));
+}
 __device__ static inline void vst(float *p, const float (&v)[4])
 {
     __stwb(reinterpret_cast<float4 *>(p), make_float4(v[0], v[1], v[2], v[3]));
@@ -448,8 +482,9 @@ __device__ static inline void vst(double *p, const double (&v)[2])
 
 /* out (=|+=) (ac, as) for the 8 slots of one vector row at p (ACC: the 8 old
  * values are all loaded first, then added (old + new, as the scalar kernel)
- * and stored) */
-template <typename T, int V, bool ACC>
+ * and stored). Z0 (a sin0_zero layer) with ACC: the sin m = 0 slot, whose
+ * output is exactly zero, is neither read nor written. */
+template <typename T, int V, bool ACC, bool Z0 = false>
 __device__ static inline void rs_vstore(T *p, int F, const T (&ac)[RSV_Q][V],
                                         const T (&as)[RSV_Q][V])
 {
@@ -458,7 +493,8 @@ __device__ static inline void rs_vstore(T *p, int F, const T (&ac)[RSV_Q][V],
 #pragma unroll
         for (int m = 0; m < RSV_Q; m++) {
             vld(p + (2 * m) * F, oc[m]);
-            vld(p + (2 * m + 1) * F, os[m]);
+            if (!Z0 || m)
+                vld(p + (2 * m + 1) * F, os[m]);
         }
 #pragma unroll
         for (int m = 0; m < RSV_Q; m++) {
@@ -468,7 +504,8 @@ __device__ static inline void rs_vstore(T *p, int F, const T (&ac)[RSV_Q][V],
                 os[m][v] += as[m][v];
             }
             vst(p + (2 * m) * F, oc[m]);
-            vst(p + (2 * m + 1) * F, os[m]);
+            if (!Z0 || m)
+                vst(p + (2 * m + 1) * F, os[m]);
         }
     } else {
 #pragma unroll
@@ -479,32 +516,40 @@ __device__ static inline void rs_vstore(T *p, int F, const T (&ac)[RSV_Q][V],
     }
 }
 
-/* the 2Q slot vectors (V channels each) of one row at p */
-template <typename T, int V>
+/* the 2Q slot vectors (V channels each) of one row at p; Z0: the sin m = 0
+ * slot is not read and taken as zero (its table entries are zero, so its
+ * value never matters) */
+template <typename T, int V, bool Z0 = false>
 __device__ static inline void rs_vload(const T *p, int F, T (&c)[RSV_Q][V], T (&s)[RSV_Q][V])
 {
 #pragma unroll
     for (int m = 0; m < RSV_Q; m++) {
         vld(p + (2 * m) * F, c[m]);
-        vld(p + (2 * m + 1) * F, s[m]);
+        if (!Z0 || m)
+            vld(p + (2 * m + 1) * F, s[m]);
+        else
+#pragma unroll
+            for (int v = 0; v < V; v++)
+                s[m][v] = (T)0;
     }
 }
 
 /* Vector row r of a vector kernel: its input slots from X, zeroed
  * accumulators, the per-channel affine; returns the row's offset (edge e,
  * slot 0, first channel) */
-template <typename T, int V>
+template <typename T, int V, bool Z0 = false>
 __device__ static inline int64_t rs_vrow(const RS<T> &a, int64_t r, int64_t R, const T *X,
                                          T (&xc)[RSV_Q][V], T (&xs)[RSV_Q][V], T (&yc)[RSV_Q][V],
-                                         T (&ys)[RSV_Q][V], T (&scale)[V], T (&shift)[V])
+                                         T (&ys)[RSV_Q][V], T (&scale)[V], T (&shift)[V],
+                                         int &f0)
 {
     const int F = a.F;
     int64_t e;
     int fv;
     rs_row(r, R, F / V, e, fv);
-    const int f0 = fv * V;
+    f0 = fv * V;
     const int64_t o = e * 2 * RSV_Q * F + f0;
-    rs_vload(X + o, F, xc, xs);
+    rs_vload<T, V, Z0>(X + o, F, xc, xs);
 #pragma unroll
     for (int m = 0; m < RSV_Q; m++)
 #pragma unroll
@@ -533,7 +578,8 @@ __global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
         if (r >= R)
             return;
         T xc[Q][V], xs[Q][V], yc[Q][V], ys[Q][V], scale[V], shift[V];
-        const int64_t o = rs_vrow(a, r, R, X, xc, xs, yc, ys, scale, shift);
+        int f0;
+        const int64_t o = rs_vrow(a, r, R, X, xc, xs, yc, ys, scale, shift, f0);
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += VC)
             rs_grid_v<T, Q, V, VC, SILU>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
@@ -541,11 +587,15 @@ __global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
     }
 }
 
-/* Xbar (=|+=) RealSpace_vjp(X, Ybar), the grid recomputed from X; R = E·F/V vector rows */
-template <typename T, int VC, bool ACC, bool SILU>
-__global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
-                                                  const T *__restrict__ X,
-                                                  const T *__restrict__ Yb, T *Xb)
+/* The layer forward of a sin0_zero layer, X += RealSpace(Z), with the
+ * linear's epilogue: Z's cos m = 0 slot gets the bias on the way in and is
+ * stored back (Z stays Linear(X), the same floating-point sum as
+ * lin_bias_k), Z's sin m = 0 slot is written zero without being read, and
+ * X's sin m = 0 slot (whose RealSpace output is exactly zero) is left alone.
+ * Otherwise the operations of rs_fwd_vk<ACC = true> in the same order. */
+template <typename T, int VC, bool SILU>
+__global__ void __launch_bounds__(512) rs_layer_fwd_vk(int64_t R, RS<T> a, int rpt,
+                                                        const T *__restrict__ bias, T *Z, T *X)
 {
     constexpr int V = Vec<T>::n, Q = RSV_Q;
     static_assert(V % VC == 0, "VC must divide V");
@@ -558,9 +608,49 @@ __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
         const int64_t r = base + (int64_t)j * blockDim.x;
         if (r >= R)
             return;
+        T xc[Q][V], xs[Q][V], yc[Q][V], ys[Q][V], scale[V], shift[V];
+        int f0;
+        const int64_t o = rs_vrow<T, V, true>(a, r, R, Z, xc, xs, yc, ys, scale, shift, f0);
+        if (bias) {
+            T b[V];
+            vld(bias + f0, b);
+#pragma unroll
+            for (int v = 0; v < V; v++)
+                xc[0][v] += b[v];
+            vst(Z + o, xc[0]);
+        }
+        vst(Z + o + F, xs[0]); /* zeros */
+#pragma unroll
+        for (int v0 = 0; v0 < V; v0 += VC)
+            rs_grid_v<T, Q, V, VC, SILU>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
+        rs_vstore<T, V, true, true>(X + o, F, yc, ys);
+    }
+}
+
+/* Xbar (=|+=) RealSpace_vjp(X, Ybar), the grid recomputed from X; R = E·F/V vector rows.
+ * Z0 (a sin0_zero layer): the sin m = 0 slots of X and Ybar are not read (their
+ * table entries are zero, so they never matter); that slot of the output is
+ * exactly zero (still stored when overwriting, skipped when accumulating). */
+template <typename T, int VC, bool ACC, bool SILU, bool Z0 = false, int V = Vec<T>::n>
+__global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
+                                                  const T *__restrict__ X,
+                                                  const T *__restrict__ Yb, T *Xb)
+{
+    constexpr int Q = RSV_Q;
+    static_assert(V % VC == 0, "VC must divide V");
+    extern __shared__ __align__(16) unsigned char smraw[];
+    T *sm = (T *)smraw;
+    rs_tables<T, Q>(a, sm);
+    const int F = a.F, G = a.G;
+    const int64_t base = (int64_t)blockIdx.x * rpt * blockDim.x + threadIdx.x;
+    for (int j = 0; j < rpt; j++) {
+        const int64_t r = base + (int64_t)j * blockDim.x;
+        if (r >= R)
+            return;
         T xc[Q][V], xs[Q][V], bc[Q][V], bs[Q][V], gc[Q][V], gs[Q][V], scale[V], shift[V];
-        const int64_t o = rs_vrow(a, r, R, X, xc, xs, gc, gs, scale, shift);
-        rs_vload(Yb + o, F, bc, bs);
+        int f0;
+        const int64_t o = rs_vrow<T, V, Z0>(a, r, R, X, xc, xs, gc, gs, scale, shift, f0);
+        rs_vload<T, V, Z0>(Yb + o, F, bc, bs);
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += VC) {
             for (int k = 0; k < G; k++) {
@@ -585,7 +675,7 @@ __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
                 }
             }
         }
-        rs_vstore<T, V, ACC>(Xb + o, F, gc, gs);
+        rs_vstore<T, V, ACC, Z0>(Xb + o, F, gc, gs);
     }
 }
 
@@ -673,9 +763,57 @@ static void rs_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
     CU_LAUNCHED();
 }
 
+/* the layer forward of a sin0_zero layer runs rs_layer_fwd_vk: vector rows apply */
+template <typename T>
+static bool rs_layer_fits(const ecenet_realspace_params *p, const void *bias, const void *Z,
+                          const void *X)
+{
+    return p->sin0_zero && rs_vec() >= 1 && rs_vec_fits<T>(p, Z, X, X) &&
+           (!bias || aligned16(bias));
+}
+
+/* X += RealSpace(Z) with the linear's epilogue (rs_layer_fwd_vk), where rs_layer_fits */
+template <typename T>
+static void rs_layer_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_idx ts,
+                                ecenet_idx tt, const T *bias, T *Z, T *X)
+{
+    State &s = state();
+    if (E * p->F <= 0)
+        return;
+    const RS<T> a = rs_args<T>(p, ts, tt);
+    const int64_t R = E * p->F / Vec<T>::n;
+    const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
+    const unsigned nb = blocks_for(R, s.rs_block);
+    const size_t sm = (size_t)4 * RSV_Q * p->G * sizeof(T);
+    if (p->act == ECENET_ACT_SILU) {
+        smem_allow(rs_layer_fwd_vk<T, RsVC<T>::fwd, true>, sm);
+        rs_layer_fwd_vk<T, RsVC<T>::fwd, true><<<nb, th, sm>>>(R, a, rpt, bias, Z, X);
+    } else {
+        smem_allow(rs_layer_fwd_vk<T, RsVC<T>::fwd, false>, sm);
+        rs_layer_fwd_vk<T, RsVC<T>::fwd, false><<<nb, th, sm>>>(R, a, rpt, bias, Z, X);
+    }
+    CU_LAUNCHED();
+}
+
+/* fp32 SiLU VJP: vector rows of 2 channels (8-byte loads) instead of 4 —
+ * fewer registers, more warps per SM; the same bits, 5-10% faster on the
+ * H200 (doc/performance.md). Env ECENET_RS_VJP_V=4 selects the 4-channel
+ * rows (default 2), read once. */
+static int rs_vjp_v2_v;
+static std::once_flag rs_vjp_v2_once;
+static bool rs_vjp_v2()
+{
+    std::call_once(rs_vjp_v2_once, [] {
+        const char *v = getenv("ECENET_RS_VJP_V");
+        rs_vjp_v2_v = !(v && *v && strtol(v, NULL, 10) == 4);
+    });
+    return rs_vjp_v2_v;
+}
+
+/* z0: use the sin0_zero variant of the vector kernel (the layer VJP) */
 template <typename T, bool ACC>
 static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_idx ts,
-                          ecenet_idx tt, const T *X, const T *Yb, T *Xb)
+                          ecenet_idx tt, const T *X, const T *Yb, T *Xb, bool z0 = false)
 {
     State &s = state();
     if (E * p->F <= 0)
@@ -686,7 +824,9 @@ static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
     }
     const RS<T> a = rs_args<T>(p, ts, tt);
     const bool vec = rs_vec() >= (RsVC<T>::vjp_default ? 1 : 2) && rs_vec_fits<T>(p, X, Yb, Xb);
-    const int64_t R = E * p->F / (vec ? Vec<T>::n : 1); /* rows: channels or vectors of V */
+    const bool v2 = sizeof(T) == 4 && vec && p->act == ECENET_ACT_SILU && rs_vjp_v2();
+    /* rows: channels or vectors of V */
+    const int64_t R = E * p->F / (v2 ? 2 : vec ? Vec<T>::n : 1);
     const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
     const unsigned nb = blocks_for(R, s.rs_block);
 #define RS_VJP(K, TP, SILU)                                                                        \
@@ -696,7 +836,27 @@ static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
         smem_allow(K<T, TP, ACC, SILU>, sm);                                                       \
         K<T, TP, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);                                 \
     } while (0)
-    if (vec && p->act == ECENET_ACT_SILU)
+    const size_t smv = (size_t)4 * RSV_Q * p->G * sizeof(T);
+    if constexpr (sizeof(T) == 4) {
+        if (v2) {
+            if (z0) {
+                smem_allow(rs_vjp_vk<T, 2, ACC, true, true, 2>, smv);
+                rs_vjp_vk<T, 2, ACC, true, true, 2><<<nb, th, smv>>>(R, a, rpt, X, Yb, Xb);
+            } else {
+                smem_allow(rs_vjp_vk<T, 2, ACC, true, false, 2>, smv);
+                rs_vjp_vk<T, 2, ACC, true, false, 2><<<nb, th, smv>>>(R, a, rpt, X, Yb, Xb);
+            }
+            CU_LAUNCHED();
+            return;
+        }
+    }
+    if (vec && z0 && p->act == ECENET_ACT_SILU) {
+        smem_allow(rs_vjp_vk<T, RsVC<T>::vjp, ACC, true, true>, smv);
+        rs_vjp_vk<T, RsVC<T>::vjp, ACC, true, true><<<nb, th, smv>>>(R, a, rpt, X, Yb, Xb);
+    } else if (vec && z0) {
+        smem_allow(rs_vjp_vk<T, RsVC<T>::vjp, ACC, false, true>, smv);
+        rs_vjp_vk<T, RsVC<T>::vjp, ACC, false, true><<<nb, th, smv>>>(R, a, rpt, X, Yb, Xb);
+    } else if (vec && p->act == ECENET_ACT_SILU)
         RS_VJP(rs_vjp_vk, (RsVC<T>::vjp), true);
     else if (vec)
         RS_VJP(rs_vjp_vk, (RsVC<T>::vjp), false);
@@ -803,8 +963,14 @@ static void layer_fwd(int64_t E, const ecenet_linear_params *lin,
 {
     if (layer_tc(E, lin, rs, (T *)X, (T *)Z))
         return; /* one tensor-core kernel (cuda_layer_tc.cu) */
-    linear_fwd<T>(E, lin, tsrc, ttgt, X, Z);
-    rs_fwd_launch<T, true>(E, rs, tsrc, ttgt, (const T *)Z, (T *)X);
+    /* a sin0_zero layer: the GEMMs, then bias, Z's sin m = 0 zeros and
+     * X += RealSpace(Z) in one kernel (two passes over Z's slots fewer) */
+    const bool z0 = rs_layer_fits<T>(rs, lin->bias, Z, X);
+    linear_fwd_run<T>(E, lin, tsrc, ttgt, X, Z, z0);
+    if (z0)
+        rs_layer_fwd_launch<T>(E, rs, tsrc, ttgt, (const T *)lin->bias, (T *)Z, (T *)X);
+    else
+        rs_fwd_launch<T, true>(E, rs, tsrc, ttgt, (const T *)Z, (T *)X);
 }
 
 /* tmp = RealSpace_vjp(Z, Xbar) (overwritten: no zeroing pass); Xbar += Linearᵀ(tmp) */
@@ -813,8 +979,9 @@ static void layer_vjp(int64_t E, const ecenet_linear_params *lin,
                       const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
                       const void *Z, void *Xbar, void *tmp)
 {
-    rs_vjp_launch<T, false>(E, rs, tsrc, ttgt, (const T *)Z, (const T *)Xbar, (T *)tmp);
-    linear_vjp<T>(E, lin, tsrc, ttgt, tmp, Xbar);
+    rs_vjp_launch<T, false>(E, rs, tsrc, ttgt, (const T *)Z, (const T *)Xbar, (T *)tmp,
+                            rs->sin0_zero);
+    linear_vjp_run<T>(E, lin, tsrc, ttgt, tmp, Xbar, rs->sin0_zero);
 }
 
 template <typename T> void fill_layers(ecenet_backend &b)
