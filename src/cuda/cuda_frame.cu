@@ -42,6 +42,18 @@ __device__ static inline const T *row_ptr(const Rows<T> &r, int64_t e, int b, in
     }
 }
 
+/* stage the (B,S) rows of edge e into dst (B·S values): at most two
+ * contiguous runs of C·S (the edge frame's two atoms), no per-element index
+ * arithmetic */
+template <typename T>
+__device__ static inline void stage_rows(const Rows<T> &r, int64_t e, int C, int S, T *dst)
+{
+    const int CS = C * S;
+    const T *p0 = row_ptr(r, e, 0, C, S), *p1 = row_ptr(r, e, C, C, S);
+    for (int q = threadIdx.x; q < 2 * CS; q += blockDim.x)
+        dst[q] = q < CS ? p0[q] : p1[q - CS];
+}
+
 struct Geo {
     int L, M, C, B, S, F, Q, ND;
 };
@@ -66,11 +78,10 @@ __global__ void frame_in_k(int64_t E, Geo g, Rows<T> rows, const T *D, T *X)
 {
     extern __shared__ unsigned char smraw[];
     T *sR = (T *)smraw, *sD = sR + (size_t)g.B * g.S;
-    const int L1 = g.L + 1, BS = g.B * g.S;
+    const int L1 = g.L + 1;
     const int64_t XE = (int64_t)g.Q * 2 * g.F;
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
-        for (int q = threadIdx.x; q < BS; q += blockDim.x)
-            sR[q] = row_ptr(rows, e, q / g.S, g.C, g.S)[q % g.S];
+        stage_rows(rows, e, g.C, g.S, sR);
         for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
             sD[q] = D[e * g.ND + q];
         __syncthreads();
@@ -119,30 +130,33 @@ static void launch_frame_in(int64_t E, const Geo &g, const Rows<T> &rows, const 
     CU_LAUNCHED();
 }
 
-/* ---- frame_out: g[e][b][l²+s] = Σ_valid X[e][slot][f]·D_l[s][k] ------------------------------ */
+/* ---- frame_out: g[e][b][l²+s] = Σ_valid X[e][slot][f]·D_l[s][k] ------------------------------
+ * blockDim = S·(a whole number): a thread keeps one s (so its l, D offsets
+ * and slot range are fixed for the whole kernel) and walks b in steps. */
 template <typename T>
 __global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G)
 {
     extern __shared__ unsigned char smraw[];
     const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1;
     T *sX = (T *)smraw, *sD = sX + XE;
+    const int s = threadIdx.x % g.S, b0 = threadIdx.x / g.S, bstep = blockDim.x / g.S;
+    const int l = l_of_s(s), sp = s - l * l, n = 2 * l + 1, ml = l < g.M ? l : g.M;
+    const int dof = dblock(l) + sp * n + l;
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
         for (int q = threadIdx.x; q < XE; q += blockDim.x)
             sX[q] = X[e * XE + q];
         for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
             sD[q] = D[e * g.ND + q];
         __syncthreads();
-        for (int q = threadIdx.x; q < BS; q += blockDim.x) {
-            const int b = q / g.S, s = q % g.S, l = l_of_s(s), sp = s - l * l;
-            const int n = 2 * l + 1, ml = l < g.M ? l : g.M, f = b * L1 + l;
-            const T *Dl = sD + dblock(l);
+        for (int b = b0; b < g.B; b += bstep) {
+            const int f = b * L1 + l;
             T acc = 0;
             for (int m = 0; m <= ml; m++) {
-                acc += sX[(2 * m) * g.F + f] * Dl[sp * n + l + m];
+                acc += sX[(2 * m) * g.F + f] * sD[dof + m];
                 if (m)
-                    acc += sX[(2 * m + 1) * g.F + f] * Dl[sp * n + l - m];
+                    acc += sX[(2 * m + 1) * g.F + f] * sD[dof - m];
             }
-            G[e * BS + q] = acc;
+            G[e * BS + b * g.S + s] = acc;
         }
         __syncthreads();
     }
@@ -403,7 +417,13 @@ static void mp_pack_unrotate_fwd(const ecenet_dims *dm, const void *X, const voi
     const Geo g = geo(dm);
     const size_t sm = ((size_t)g.Q * 2 * g.F + g.ND) * sizeof(T);
     smem_allow(frame_out_k<T>, sm);
-    frame_out_k<T><<<grid_items(dm->E), 256, sm>>>(dm->E, g, (const T *)X, (const T *)D, (T *)G);
+    const int th = g.S <= 256 ? 256 / g.S * g.S : g.S; /* a multiple of S */
+    if (th > 1024) {
+        fail(-2, "message passing: l_max above 31 is not supported by the cuda backend", __FILE__,
+             __LINE__);
+        return;
+    }
+    frame_out_k<T><<<grid_items(dm->E), th, sm>>>(dm->E, g, (const T *)X, (const T *)D, (T *)G);
     CU_LAUNCHED();
 }
 
