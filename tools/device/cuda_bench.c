@@ -2,7 +2,8 @@
  * config on a rattled diamond box, forward and joint E+F, fp32, fp32+TF32,
  * fp64, fused layer entries on/off; per-op profile; standalone RealSpace
  * (scalar against vector kernels; --rs-only: just that, --rs-edges N,
- * --rs-reps N, --rs-no-sweep, --rs-ncu: one launch of each for ncu); the
+ * --rs-reps N, --rs-no-sweep, --rs-ncu: one launch of each for ncu, --rs-sin0:
+ * the layer variants on sin0_zero parameters); the
  * largest box that fits. Build: see .cudabuild/rs.sh. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
@@ -220,6 +221,10 @@ static double rsb_diff(const void *a, const void *b, size_t n, size_t rs, size_t
     return m;
 }
 
+/* --rs-sin0: the tables' sin m = 0 entries are zero (they are), so the layer
+ * variants run the sin0_zero kernels (ecenet_realspace_params.sin0_zero) */
+static int rs_sin0;
+
 static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, int sweep, int ncu)
 {
     rsb_ctx c;
@@ -296,6 +301,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     p->sin_analysis = dsa;
     p->scale = dsc;
     p->shift = dsh;
+    p->sin0_zero = rs_sin0;
     c.lin.fin = RS_LIN_FIN;
     c.lin.fout = F;
     c.lin.Q = Q;
@@ -450,6 +456,8 @@ int main(int argc, char **argv)
             rs_edges = atoll(argv[++k]);
         else if (!strcmp(argv[k], "--rs-reps") && k + 1 < argc)
             rs_reps = atoi(argv[++k]);
+        else if (!strcmp(argv[k], "--rs-sin0"))
+            rs_sin0 = 1;
         else if (!strcmp(argv[k], "--rs-no-sweep"))
             rs_sweep = 0;
         else if (!strcmp(argv[k], "--rs-ncu"))
