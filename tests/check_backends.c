@@ -1021,9 +1021,12 @@ static void test_readout(tctx *c, setup *u)
     const int64_t E = dm->E;
     const size_t XE = (size_t)dm->Q * 2 * dm->F;
     char op[96];
-    /* readout MLPs: F -> hidden... -> out; and the one-layer score MLP with H = NULL */
-    const int cfgs[4][5] = {{2, 7, 3, 0, 0}, {3, 9, 5, 4, 0}, {1, 3, 0, 0, 0}, {4, 6, 5, 4, 1}};
-    for (int ci = 0; ci < 4; ci++)
+    /* readout MLPs: F -> hidden... -> out; the one-layer score MLP with H = NULL;
+     * a wide first layer (cuda: its VJP goes through the 8 MiB scratch in 2-3
+     * row chunks at E = 5000) */
+    const int cfgs[5][5] = {{2, 7, 3, 0, 0}, {3, 9, 5, 4, 0}, {1, 3, 0, 0, 0}, {4, 6, 5, 4, 1},
+                            {2, 520, 3, 0, 0}};
+    for (int ci = 0; ci < 5; ci++)
         for (int corr = 0; corr < 2; corr++) {
             if (corr && !u->s.corr)
                 continue;

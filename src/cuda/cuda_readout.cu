@@ -60,22 +60,28 @@ __device__ static inline T mlp_weight(const Mlp<T> &p, int k, const int32_t *ts,
     return v;
 }
 
+/* k0 = 1: layer 0's product is already in H[:, 0:d1] (a GEMM); add its bias,
+ * store the pre-activation back and start from layer 1 */
 template <typename T, int MODE>
-__global__ void mlp_fwd_k(int64_t E, Mlp<T> p, MlpIO<T> io, int tile, int wpad, T *out)
+__global__ void mlp_fwd_k(int64_t E, Mlp<T> p, MlpIO<T> io, int tile, int wpad, int k0, T *out)
 {
     extern __shared__ unsigned char smraw[];
     T *bufA = (T *)smraw, *bufB = bufA + (size_t)tile * wpad;
     for (int64_t e0 = (int64_t)blockIdx.x * tile; e0 < E; e0 += (int64_t)gridDim.x * tile) {
         const int nt = E - e0 < tile ? (int)(E - e0) : tile;
         T *in = bufA, *nx = bufB;
-        const int d0 = p.dims[0];
+        const int d0 = p.dims[k0];
         for (int q = threadIdx.x; q < tile * d0; q += blockDim.x) {
             const int r = q / d0, i = q % d0;
             if (r >= nt)
                 continue;
             const int64_t e = e0 + r;
             T v;
-            if (MODE == MLP_READOUT)
+            if (k0) {
+                const T z = io.H[e * io.nh + i] + p.b[0][i];
+                io.H[e * io.nh + i] = z;
+                v = act_f(p.act, z);
+            } else if (MODE == MLP_READOUT)
                 v = io.X[e * io.ldx + i];
             else if (i < io.P)
                 v = io.ea[(int64_t)io.ts[e] * io.P + i];
@@ -86,8 +92,8 @@ __global__ void mlp_fwd_k(int64_t E, Mlp<T> p, MlpIO<T> io, int tile, int wpad, 
             in[r * wpad + i] = v;
         }
         __syncthreads();
-        int hoff = 0;
-        for (int k = 0; k < p.n; k++) {
+        int hoff = k0 ? p.dims[1] : 0;
+        for (int k = k0; k < p.n; k++) {
             const int din = p.dims[k], dout = p.dims[k + 1];
             const bool last = k + 1 == p.n;
             for (int q = threadIdx.x; q < tile * dout; q += blockDim.x) {
@@ -120,9 +126,11 @@ __global__ void mlp_fwd_k(int64_t E, Mlp<T> p, MlpIO<T> io, int tile, int wpad, 
     }
 }
 
+/* z0 != NULL: stop at layer 1, writing its input gradient (times act') to
+ * z0 (E, d1) instead of going through layer 0 (a GEMM) */
 template <typename T, int MODE>
 __global__ void mlp_vjp_k(int64_t E, Mlp<T> p, MlpIO<T> io, int tile, int wpad, const T *outbar,
-                          T *xbar)
+                          T *xbar, T *z0)
 {
     extern __shared__ unsigned char smraw[];
     T *bufA = (T *)smraw, *bufB = bufA + (size_t)tile * wpad;
@@ -140,7 +148,7 @@ __global__ void mlp_vjp_k(int64_t E, Mlp<T> p, MlpIO<T> io, int tile, int wpad, 
                 zb[r * wpad + o] = outbar[(e0 + r) * dn + o];
         }
         __syncthreads();
-        for (int k = p.n - 1; k >= 0; k--) {
+        for (int k = p.n - 1; k >= (z0 ? 1 : 0); k--) {
             const int din = p.dims[k], dout = p.dims[k + 1];
             for (int q = threadIdx.x; q < tile * din; q += blockDim.x) {
                 const int r = q % tile, i = q / tile;
@@ -154,7 +162,11 @@ __global__ void mlp_vjp_k(int64_t E, Mlp<T> p, MlpIO<T> io, int tile, int wpad, 
                 for (int o = 0; o < dout; o++)
                     acc += z[o] * mlp_weight(p, k, io.ts, io.tt, e, (int64_t)o * din + i);
                 if (k > 0) {
-                    nx[r * wpad + i] = acc * act_g(p.act, io.H[e * io.nh + hoff[k - 1] + i]);
+                    const T v = acc * act_g(p.act, io.H[e * io.nh + hoff[k - 1] + i]);
+                    if (z0 && k == 1)
+                        z0[e * din + i] = v;
+                    else
+                        nx[r * wpad + i] = v;
                 } else if (MODE == MLP_READOUT) {
                     xbar[e * io.ldx + i] += acc;
                 } else {
@@ -187,7 +199,8 @@ template <typename T> static void mlp_tile(const Mlp<T> &p, int *tile, int *wpad
 }
 
 template <typename T, int MODE>
-static void mlp_fwd_launch(int64_t E, const ecenet_mlp_params *pp, const MlpIO<T> &io, T *out)
+static void mlp_fwd_launch(int64_t E, const ecenet_mlp_params *pp, const MlpIO<T> &io, T *out,
+                           int k0 = 0)
 {
     if (E <= 0)
         return;
@@ -200,13 +213,14 @@ static void mlp_fwd_launch(int64_t E, const ecenet_mlp_params *pp, const MlpIO<T
         return;
     }
     smem_allow(mlp_fwd_k<T, MODE>, sm);
-    mlp_fwd_k<T, MODE><<<grid_items((E + tile - 1) / tile), 256, sm>>>(E, p, io, tile, wpad, out);
+    mlp_fwd_k<T, MODE><<<grid_items((E + tile - 1) / tile), 256, sm>>>(E, p, io, tile, wpad, k0,
+                                                                       out);
     CU_LAUNCHED();
 }
 
 template <typename T, int MODE>
 static void mlp_vjp_launch(int64_t E, const ecenet_mlp_params *pp, const MlpIO<T> &io,
-                           const T *outbar, T *xbar)
+                           const T *outbar, T *xbar, T *z0 = NULL)
 {
     if (E <= 0)
         return;
@@ -220,7 +234,7 @@ static void mlp_vjp_launch(int64_t E, const ecenet_mlp_params *pp, const MlpIO<T
     }
     smem_allow(mlp_vjp_k<T, MODE>, sm);
     mlp_vjp_k<T, MODE><<<grid_items((E + tile - 1) / tile), 256, sm>>>(E, p, io, tile, wpad,
-                                                                       outbar, xbar);
+                                                                       outbar, xbar, z0);
     CU_LAUNCHED();
 }
 
@@ -230,6 +244,38 @@ static int hidden_size(const ecenet_mlp_params *p)
     for (int k = 0; k + 1 < p->n_layers; k++)
         h += p->dims[k + 1];
     return h;
+}
+
+/* ---- readout: layer 0 on cuBLAS ------------------------------------------------------------ */
+
+static void gemm(cublasOperation_t ta, int m, int n, int k, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc)
+{
+    const float one = 1.0f;
+    BLAS_CHECK(cublasSgemm(blas(0), ta, CUBLAS_OP_N, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
+}
+
+static void gemm(cublasOperation_t ta, int m, int n, int k, const double *A, int lda,
+                 const double *B, int ldb, double beta, double *C, int ldc)
+{
+    const double one = 1.0;
+    BLAS_CHECK(cublasDgemm(blas(0), ta, CUBLAS_OP_N, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
+}
+
+/* the VJP's layer-1 input gradient, in row chunks: fixed, so no allocation
+ * per step (like the reduction scratch, one computation at a time) */
+#define MLP_Z0_BYTES (8u << 20)
+__device__ __align__(256) double g_mlp_z0[MLP_Z0_BYTES / sizeof(double)];
+
+/* rows of the GEMM path per chunk, 0 = the kernel alone. Strict fp32 even
+ * in TF32 mode, like the kernel it replaces (the energy is a sum over all
+ * edges: no tensor-core rounding in the readout). */
+template <typename T> static int64_t mlp_gemm_rows(const ecenet_mlp_params *p, const void *H)
+{
+    if (p->n_layers < 2 || !H || p->w_src[0] || p->w_tgt[0])
+        return 0;
+    const int64_t rows = MLP_Z0_BYTES / ((int64_t)p->dims[1] * sizeof(T));
+    return rows < 32 ? 0 : rows;
 }
 
 template <typename T>
@@ -245,7 +291,18 @@ static void mlp_fwd(const ecenet_dims *dm, const ecenet_mlp_params *p, ecenet_id
     io.tt = ttgt;
     io.H = (T *)H;
     io.nh = hidden_size(p);
-    mlp_fwd_launch<T, MLP_READOUT>(dm->E, p, io, (T *)y);
+    if (!mlp_gemm_rows<T>(p, H) || dm->E <= 0) {
+        mlp_fwd_launch<T, MLP_READOUT>(dm->E, p, io, (T *)y);
+        return;
+    }
+    /* H[e][o] = Σ_i W0[o][i]·X[e][i], o < d1: column-major H^T = W0^T·X^T */
+    const int64_t step = 1 << 30; /* cuBLAS takes int sizes */
+    for (int64_t e0 = 0; e0 < dm->E; e0 += step) {
+        const int n = (int)(dm->E - e0 < step ? dm->E - e0 : step);
+        gemm(CUBLAS_OP_T, p->dims[1], n, p->dims[0], (const T *)p->w[0], p->dims[0],
+             io.X + e0 * io.ldx, (int)io.ldx, (T)0, io.H + e0 * io.nh, io.nh);
+    }
+    mlp_fwd_launch<T, MLP_READOUT>(dm->E, p, io, (T *)y, 1);
 }
 
 template <typename T>
@@ -260,7 +317,26 @@ static void mlp_vjp(const ecenet_dims *dm, const ecenet_mlp_params *p, ecenet_id
     io.tt = ttgt;
     io.H = (T *)H;
     io.nh = hidden_size(p);
-    mlp_vjp_launch<T, MLP_READOUT>(dm->E, p, io, (const T *)ybar, (T *)Xbar);
+    const int64_t rows = mlp_gemm_rows<T>(p, H);
+    if (!rows) {
+        mlp_vjp_launch<T, MLP_READOUT>(dm->E, p, io, (const T *)ybar, (T *)Xbar);
+        return;
+    }
+    void *zp = NULL;
+    CU_CHECK(cudaGetSymbolAddress(&zp, g_mlp_z0));
+    T *z0 = (T *)zp;
+    const int d1 = p->dims[1], dn = p->dims[p->n_layers];
+    for (int64_t e0 = 0; e0 < dm->E; e0 += rows) {
+        const int64_t n = dm->E - e0 < rows ? dm->E - e0 : rows;
+        MlpIO<T> c = io;
+        c.H = io.H + e0 * io.nh;
+        c.ts = tsrc ? tsrc + e0 : NULL;
+        c.tt = ttgt ? ttgt + e0 : NULL;
+        mlp_vjp_launch<T, MLP_READOUT>(n, p, c, (const T *)ybar + e0 * dn, NULL, z0);
+        /* Xbar[e][i] += Σ_o z0[e][o]·W0[o][i]: column-major Xbar^T += W0^T·z0^T */
+        gemm(CUBLAS_OP_N, p->dims[0], (int)n, d1, (const T *)p->w[0], p->dims[0], z0, d1, (T)1,
+             (T *)Xbar + e0 * io.ldx, (int)io.ldx);
+    }
 }
 
 /* ---- element FiLM ------------------------------------------------------------------------- */
