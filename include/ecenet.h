@@ -85,7 +85,10 @@ const char *ecenet_model_variant(const ecenet_model *model);
 const char *ecenet_backends(void);
 
 /* backend: "ref", "omp", "cuda", or NULL for the environment variable
- * ECENET_BACKEND (default "ref"). The model must outlive the context. */
+ * ECENET_BACKEND (default "ref"). The model must outlive the context.
+ * Threads: a context is used by one thread at a time; cuda contexts share
+ * the process's device scratch, so at most one cuda computation may run at
+ * a time in a process. */
 ecenet_status ecenet_ctx_create(const ecenet_model *model, const char *backend,
                                 ecenet_precision precision, ecenet_ctx **ctx,
                                 char *err, size_t err_len);
