@@ -785,13 +785,10 @@ static void rs_layer_fwd_launch(int64_t E, const ecenet_realspace_params *p, ece
     const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
     const unsigned nb = blocks_for(R, s.rs_block);
     const size_t sm = (size_t)4 * RSV_Q * p->G * sizeof(T);
-    if (p->act == ECENET_ACT_SILU) {
-        smem_allow(rs_layer_fwd_vk<T, RsVC<T>::fwd, true>, sm);
-        rs_layer_fwd_vk<T, RsVC<T>::fwd, true><<<nb, th, sm>>>(R, a, rpt, bias, Z, X);
-    } else {
-        smem_allow(rs_layer_fwd_vk<T, RsVC<T>::fwd, false>, sm);
-        rs_layer_fwd_vk<T, RsVC<T>::fwd, false><<<nb, th, sm>>>(R, a, rpt, bias, Z, X);
-    }
+    auto K = p->act == ECENET_ACT_SILU ? rs_layer_fwd_vk<T, RsVC<T>::fwd, true>
+                                       : rs_layer_fwd_vk<T, RsVC<T>::fwd, false>;
+    smem_allow(K, sm);
+    K<<<nb, th, sm>>>(R, a, rpt, bias, Z, X);
     CU_LAUNCHED();
 }
 
@@ -829,38 +826,29 @@ static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
     const int64_t R = E * p->F / (v2 ? 2 : vec ? Vec<T>::n : 1);
     const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
     const unsigned nb = blocks_for(R, s.rs_block);
-#define RS_VJP(K, TP, SILU)                                                                        \
-    do {                                                                                           \
-        const int qt = vec ? RSV_Q : (TP);                                                         \
-        const size_t sm = (size_t)4 * qt * p->G * sizeof(T);                                       \
-        smem_allow(K<T, TP, ACC, SILU>, sm);                                                       \
-        K<T, TP, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);                                 \
-    } while (0)
-    const size_t smv = (size_t)4 * RSV_Q * p->G * sizeof(T);
-    if constexpr (sizeof(T) == 4) {
-        if (v2) {
-            if (z0) {
-                smem_allow(rs_vjp_vk<T, 2, ACC, true, true, 2>, smv);
-                rs_vjp_vk<T, 2, ACC, true, true, 2><<<nb, th, smv>>>(R, a, rpt, X, Yb, Xb);
-            } else {
-                smem_allow(rs_vjp_vk<T, 2, ACC, true, false, 2>, smv);
-                rs_vjp_vk<T, 2, ACC, true, false, 2><<<nb, th, smv>>>(R, a, rpt, X, Yb, Xb);
-            }
-            CU_LAUNCHED();
-            return;
-        }
+    if (vec) { /* the vector kernel: pick its template, one launch */
+        constexpr int VC = RsVC<T>::vjp;
+        const bool silu = p->act == ECENET_ACT_SILU;
+        auto K = silu ? (z0 ? rs_vjp_vk<T, VC, ACC, true, true>
+                            : rs_vjp_vk<T, VC, ACC, true, false>)
+                      : (z0 ? rs_vjp_vk<T, VC, ACC, false, true>
+                            : rs_vjp_vk<T, VC, ACC, false, false>);
+        if constexpr (sizeof(T) == 4)
+            if (v2)
+                K = z0 ? rs_vjp_vk<T, 2, ACC, true, true, 2> : rs_vjp_vk<T, 2, ACC, true, false, 2>;
+        const size_t sm = (size_t)4 * RSV_Q * p->G * sizeof(T);
+        smem_allow(K, sm);
+        K<<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);
+        CU_LAUNCHED();
+        return;
     }
-    if (vec && z0 && p->act == ECENET_ACT_SILU) {
-        smem_allow(rs_vjp_vk<T, RsVC<T>::vjp, ACC, true, true>, smv);
-        rs_vjp_vk<T, RsVC<T>::vjp, ACC, true, true><<<nb, th, smv>>>(R, a, rpt, X, Yb, Xb);
-    } else if (vec && z0) {
-        smem_allow(rs_vjp_vk<T, RsVC<T>::vjp, ACC, false, true>, smv);
-        rs_vjp_vk<T, RsVC<T>::vjp, ACC, false, true><<<nb, th, smv>>>(R, a, rpt, X, Yb, Xb);
-    } else if (vec && p->act == ECENET_ACT_SILU)
-        RS_VJP(rs_vjp_vk, (RsVC<T>::vjp), true);
-    else if (vec)
-        RS_VJP(rs_vjp_vk, (RsVC<T>::vjp), false);
-    else if (p->Q == 4 && p->act == ECENET_ACT_SILU)
+#define RS_VJP(K, QT, SILU)                                                                        \
+    do {                                                                                           \
+        const size_t sm = (size_t)4 * (QT) * p->G * sizeof(T);                                     \
+        smem_allow(K<T, QT, ACC, SILU>, sm);                                                       \
+        K<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);                                 \
+    } while (0)
+    if (p->Q == 4 && p->act == ECENET_ACT_SILU)
         RS_VJP(rs_vjp_k, 4, true);
     else if (p->Q <= 4)
         RS_VJP(rs_vjp_k, 4, false);
