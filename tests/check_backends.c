@@ -599,6 +599,14 @@ static lin_pair make_linear(tctx *c, int fin, int fout, int Q, int T, int bias, 
     tens w = t_rand(c, n, sc);
     p.h.w = w.h;
     p.d.w = w.d;
+    if (c->be->linear_w_t) { /* as the engine uploads it: w transposed per m */
+        double *t = hbuf(c, n);
+        for (int m = 0; m < Q; m++)
+            for (int o = 0; o < fout; o++)
+                for (int i = 0; i < fin; i++)
+                    t[((size_t)m * fin + i) * fout + o] = w.h[((size_t)m * fout + o) * fin + i];
+        p.d.w_t = t_from(c, t, n).d;
+    }
     if (bias) {
         tens b = t_rand(c, (size_t)fout, 0.5);
         p.h.bias = b.h;
@@ -789,13 +797,21 @@ static void test_layers(tctx *c, setup *u)
                 ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, X.h, Y.h);
                 be->linear_fwd(E, &lp.d, u->d_tsrc, u->d_ttgt, X.d, Y.d);
                 t_check(c, &Y, op, "fwd Y", 0);
-                tens Yb = features(c, E, Q, fout, z), Xb = t_acc(c, (size_t)E * Q * 2 * fin);
-                ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
-                const unsigned long long n0 = tc_runs(is_cuda);
-                be->linear_vjp(E, &lp.d, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
-                t_check(c, &Xb, op, "vjp Xbar", 1);
-                tc_expect(is_cuda, n0, tc && split && Q == 4 && fin % 64 == 0 && fout % 16 == 0 &&
-                                           E > 0, op, "vjp");
+                /* with the transposed weights (the engine's case, where the
+                 * backend asks for them) and without */
+                for (int wt = !!lp.d.w_t; wt >= 0; wt--) {
+                    tens Yb = features(c, E, Q, fout, z), Xb = t_acc(c, (size_t)E * Q * 2 * fin);
+                    ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
+                    ecenet_linear_params pd = lp.d;
+                    if (!wt)
+                        pd.w_t = NULL;
+                    const unsigned long long n0 = tc_runs(is_cuda);
+                    be->linear_vjp(E, &pd, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
+                    t_check(c, &Xb, op, wt ? "vjp Xbar (w_t)" : "vjp Xbar", 1);
+                    tc_expect(is_cuda, n0,
+                              tc && split && Q == 4 && fin % 64 == 0 && fout % 16 == 0 && E > 0,
+                              op, "vjp");
+                }
             }
             tc_set(is_cuda, tc_old);
         }
@@ -1437,7 +1453,7 @@ START_TEST(test_guard_pages)
                 const size_t nwt = (size_t)Q * fout * fin;
                 ecenet_linear_params lp = {fin, fout, Q, T, guarded(&g, be, nwt),
                                            guarded(&g, be, (size_t)fout), guarded(&g, be, T * nwt),
-                                           guarded(&g, be, T * nwt)};
+                                           guarded(&g, be, T * nwt), NULL};
                 void *X = guarded(&g, be, XI), *Y = guarded(&g, be, XO);
                 be->linear_fwd(E, &lp, ty, ty, X, Y);
                 be->linear_vjp(E, &lp, ty, ty, Y, X);

@@ -63,6 +63,9 @@ typedef struct {
     const void *w;               /* (Q, fout, fin) */
     const void *bias;            /* (fout) or NULL */
     const void *w_src, *w_tgt;   /* (T, Q, fout, fin) or NULL */
+    /* w transposed, (Q, fin, fout), for the VJP's product; set by the engine
+     * only for a backend with linear_w_t (else NULL) */
+    const void *w_t;
 } ecenet_linear_params;
 
 /* RealSpace nonlinearity on the θ grid (SPEC §11). */
@@ -111,6 +114,9 @@ typedef struct ecenet_backend {
     const char *name;
     int precision;            /* ECENET_F64 / ECENET_F32 */
     size_t real_size;         /* sizeof(double) or sizeof(float) */
+    /* nonzero: the engine also uploads each linear's weights transposed
+     * (ecenet_linear_params.w_t); cuda's VJP GEMM is faster on that layout */
+    int linear_w_t;
 
     /* memory: backend buffers; upload/download convert from/to fp64 host */
     void *(*alloc)(size_t bytes);

@@ -49,6 +49,21 @@ static ecenet_linear_params up_linear(ecn_engine *eng, const ecenet_linear_param
     d.bias = up(eng, l->bias, (size_t)l->fout);
     d.w_src = up(eng, l->w_src, (size_t)l->T * n);
     d.w_tgt = up(eng, l->w_tgt, (size_t)l->T * n);
+    d.w_t = NULL;
+    if (eng->be->linear_w_t && l->w) { /* w[m][o][i] -> w_t[m][i][o] */
+        const double *w = l->w;
+        double *t = malloc(n * sizeof *t);
+        if (!t) {
+            eng->failed = 1;
+            return d;
+        }
+        for (int m = 0; m < l->Q; m++)
+            for (int o = 0; o < l->fout; o++)
+                for (int i = 0; i < l->fin; i++)
+                    t[((size_t)m * l->fin + i) * l->fout + o] = w[((size_t)m * l->fout + o) * l->fin + i];
+        d.w_t = up(eng, t, n);
+        free(t);
+    }
     return d;
 }
 

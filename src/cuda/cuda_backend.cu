@@ -294,6 +294,7 @@ template <typename T> static ecenet_backend make()
     b.name = "cuda";
     b.precision = sizeof(T) == sizeof(double) ? ECENET_F64 : ECENET_F32;
     b.real_size = sizeof(T);
+    b.linear_w_t = 1; /* the VJP GEMM's faster operand layout (cuda_layers.cu) */
     b.alloc = be_alloc;
     b.release = be_release;
     b.zero = be_zero;

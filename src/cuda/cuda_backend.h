@@ -45,6 +45,16 @@ int ecn_cuda_set_rs_launch(int rows, int warps);
  * cuda_layers.cu. */
 int ecn_cuda_set_rs_vector(int on);
 
+/* The RealSpace kernel of the fused layer entries alone, for measurements
+ * (tools/device/cuda_bench.c): which = 0, what layer_fwd runs after its
+ * GEMMs (X += RealSpace(Z), and on a sin0_zero layer the bias on Z's cos
+ * m = 0 slot and zeros in its sin m = 0 slot; bias may be NULL); which = 1,
+ * what layer_vjp runs before its GEMMs (tmp = RealSpace_vjp(Z, X), X being
+ * the layer's Xbar). No edge types (the affine's per-type terms must be
+ * NULL). Implemented in cuda_layers.cu. */
+void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E, const ecenet_realspace_params *p,
+                               const void *bias, void *Z, void *X, void *tmp);
+
 /* The tensor-core layer kernels (cuda_layer_tc.cu): the fused layer forward
  * (one GEMM kernel with the RealSpace + residual epilogue) and, in split
  * TF32, the linear VJP GEMM. mode: 0 off (cuBLAS GEMMs and the RealSpace

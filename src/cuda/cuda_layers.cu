@@ -31,6 +31,7 @@
  * or an add pass. */
 #include <mutex>
 #include <stdlib.h>
+#include "ecenet.h"
 #include "cuda_backend.h"
 #include "cuda_common.cuh"
 #include "cuda_ops.cuh"
@@ -270,12 +271,18 @@ static void linear_vjp_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
     const long long sw = (long long)fout * fin;
     if (!lin_tc(E, p, Yb, Xb)) { /* else split TF32 on tensor cores (cuda_layer_tc.cu) */
         cublasHandle_t h = blas(1);
-        gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w, fin, sw, Yb,
-                2 * Q * fout, 2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, Q);
+        /* Xbᵀ += W_mᵀ·Ybᵀ: from w_t (the forward's operand layout, op T) when
+         * the engine uploaded it — cuBLAS picks faster kernels there than for
+         * op N on w (H200, beta = 1: TF32 0.331 -> 0.274 ms a layer, fp32
+         * 1.103 -> 1.053 ms; tools/device/gemm_bench.cu) */
+        const T *wa = p->w_t ? (const T *)p->w_t : w;
+        const cublasOperation_t ta = p->w_t ? CUBLAS_OP_T : CUBLAS_OP_N;
+        const int lda = p->w_t ? fout : fin;
+        gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa, lda, sw, Yb, 2 * Q * fout,
+                2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, Q);
         if (Q > 1)
-            gemm_sb(h, CUBLAS_OP_N, CUBLAS_OP_N, fin, (int)E, fout, (T)1, w + sw, fin, sw,
-                    Yb + 3 * fout, 2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin,
-                    2LL * fin, Q - 1);
+            gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa + sw, lda, sw, Yb + 3 * fout,
+                    2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin, 2LL * fin, Q - 1);
         if (!sin0_zero) {
             lin_sin0_vjp_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, Yb, Xb);
             CU_LAUNCHED();
@@ -723,6 +730,23 @@ static bool rs_vec_fits(const ecenet_realspace_params *p, const void *A, const v
            aligned16(C);
 }
 
+/* fp32 SiLU VJP: vector rows of 2 channels (8-byte loads) instead of 4 —
+ * fewer registers, more warps per SM; the same bits, 5-10% faster on the
+ * H200 (doc/performance.md). Env ECENET_RS_VJP_V=4 selects the 4-channel
+ * rows (default 2), read once. (2-channel forward rows were measured too,
+ * sixth session: the layer forward 0.264 -> 0.260 ms, the plain forward
+ * 0.215 -> 0.224 ms; not kept.) */
+static bool rs_vjp_v2()
+{
+    static int v2;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const char *v = getenv("ECENET_RS_VJP_V");
+        v2 = !(v && *v && strtol(v, NULL, 10) == 4);
+    });
+    return v2;
+}
+
 template <typename T, bool ACC>
 static void rs_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_idx ts,
                           ecenet_idx tt, const T *X, T *Y)
@@ -790,21 +814,6 @@ static void rs_layer_fwd_launch(int64_t E, const ecenet_realspace_params *p, ece
     smem_allow(K, sm);
     K<<<nb, th, sm>>>(R, a, rpt, bias, Z, X);
     CU_LAUNCHED();
-}
-
-/* fp32 SiLU VJP: vector rows of 2 channels (8-byte loads) instead of 4 —
- * fewer registers, more warps per SM; the same bits, 5-10% faster on the
- * H200 (doc/performance.md). Env ECENET_RS_VJP_V=4 selects the 4-channel
- * rows (default 2), read once. */
-static int rs_vjp_v2_v;
-static std::once_flag rs_vjp_v2_once;
-static bool rs_vjp_v2()
-{
-    std::call_once(rs_vjp_v2_once, [] {
-        const char *v = getenv("ECENET_RS_VJP_V");
-        rs_vjp_v2_v = !(v && *v && strtol(v, NULL, 10) == 4);
-    });
-    return rs_vjp_v2_v;
 }
 
 /* z0: use the sin0_zero variant of the vector kernel (the layer VJP) */
@@ -972,6 +981,17 @@ static void layer_vjp(int64_t E, const ecenet_linear_params *lin,
     linear_vjp_run<T>(E, lin, tsrc, ttgt, tmp, Xbar, rs->sin0_zero);
 }
 
+/* the RealSpace kernels of layer_fwd / layer_vjp alone (measurement hooks) */
+template <typename T>
+static void rs_layer_fwd_only(int64_t E, const ecenet_realspace_params *rs, const void *bias,
+                              void *Z, void *X)
+{
+    if (rs_layer_fits<T>(rs, bias, Z, X))
+        rs_layer_fwd_launch<T>(E, rs, NULL, NULL, (const T *)bias, (T *)Z, (T *)X);
+    else
+        rs_fwd_launch<T, true>(E, rs, NULL, NULL, (const T *)Z, (T *)X);
+}
+
 template <typename T> void fill_layers(ecenet_backend &b)
 {
     b.linear_fwd = linear_fwd<T>;
@@ -987,6 +1007,23 @@ template void fill_layers<float>(ecenet_backend &);
 template void fill_layers<double>(ecenet_backend &);
 
 } // namespace ecn_cu
+
+extern "C" void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E,
+                                          const ecenet_realspace_params *p, const void *bias,
+                                          void *Z, void *X, void *tmp)
+{
+    using namespace ecn_cu;
+    if (which == 0 && prec == ECENET_F64)
+        rs_layer_fwd_only<double>(E, p, bias, Z, X);
+    else if (which == 0)
+        rs_layer_fwd_only<float>(E, p, bias, Z, X);
+    else if (prec == ECENET_F64)
+        rs_vjp_launch<double, false>(E, p, NULL, NULL, (const double *)Z, (const double *)X,
+                                     (double *)tmp, p->sin0_zero);
+    else
+        rs_vjp_launch<float, false>(E, p, NULL, NULL, (const float *)Z, (const float *)X,
+                                    (float *)tmp, p->sin0_zero);
+}
 
 extern "C" int ecn_cuda_set_rs_vector(int on)
 {

@@ -119,16 +119,17 @@ static int run_cfg(const ecenet_model *m, const ecn_graph *g, size_t n, const do
  * they apply) side by side, medians over `reps` runs, the L2 flushed (a
  * memset of twice its size) before every timed launch:
  *   fwd      Y = RealSpace(X)              realspace_fwd             reads X, writes Y
- *   fwd+res  X += RealSpace(Z)             layer_fwd − linear_fwd    reads Z, X, writes X
+ *   fwd+res  X += RealSpace(Z)             layer_fwd's kernel        reads Z, X, writes X
  *   vjp+=    Xb += RealSpace_vjp(X, Yb)    realspace_vjp             reads X, Yb, Xb, writes Xb
- *   vjp=     tmp = RealSpace_vjp(Z, Xb)    layer_vjp − linear_vjp    reads Z, Xb, writes tmp
- * The two fused variants are only reachable through the layer entries: their
- * time is the layer's minus its linear's (a linear with fin = RS_LIN_FIN,
- * whose GEMM costs about one write of Z). GB/s counts each tensor read or
- * written once; "max|diff|" compares the scalar and vector outputs (same
- * inputs; the accumulating ones start from the same state). */
+ *   vjp=     tmp = RealSpace_vjp(Z, Xb)    layer_vjp's kernel        reads Z, Xb, writes tmp
+ * The two layer variants run the layer entries' RealSpace kernel alone
+ * (ecn_cuda_rs_layer_kernels; until the sixth session they were timed as the
+ * layer entry minus its linear, which overstated the sin0_zero kernels'
+ * speed). GB/s counts each tensor read or written once (with --rs-sin0 the
+ * layer kernels skip the sin m = 0 slot, so they move 1/8 less than that);
+ * "max|diff|" compares the scalar and vector outputs (same inputs; the
+ * accumulating ones start from the same state). */
 
-#define RS_LIN_FIN 8
 #define RS_NV 4
 
 typedef struct {
@@ -136,7 +137,6 @@ typedef struct {
     int64_t E;
     size_t n, rs;
     ecenet_realspace_params p;
-    ecenet_linear_params lin;
     void *X, *Y, *Yb, *Xb, *Z, *Xio, *tmp, *X0, *Yb0;
     void *flush;
     size_t flush_bytes;
@@ -162,32 +162,32 @@ static float rsb_elapsed(rsb_ctx *c)
     (rsb_flush((c), (r)), cudaEventRecord((c)->a, 0), (call), cudaEventRecord((c)->b, 0),          \
      rsb_elapsed(c))
 
-/* one run of variant v (0..3); t[0] the timed op, t[1] the linear to subtract (v = 1, 3) */
+/* one run of variant v (0..3); t[0] its time (t[1] unused) */
 static void rsb_run(rsb_ctx *c, int v, int r, double *t)
 {
     const ecenet_backend *be = c->be;
     const size_t bytes = c->n * c->rs;
+    const int prec = be->precision;
     t[1] = 0.0;
     switch (v) {
     case 0:
         t[0] = RSB_TIME(c, r, be->realspace_fwd(c->E, &c->p, NULL, NULL, c->X, c->Y));
         break;
     case 1:
-        /* X += RealSpace(Z), Z = Linear(X): from X0 every run */
+        /* X += RealSpace(Z), X and Z from X0 every run (the kernel writes Z's m = 0 slots) */
         be->copy(c->Xio, c->X0, bytes);
-        t[0] = RSB_TIME(c, r, be->layer_fwd(c->E, &c->lin, &c->p, NULL, NULL, c->Xio, c->Z));
-        t[1] = RSB_TIME(c, r, be->linear_fwd(c->E, &c->lin, NULL, NULL, c->X0, c->Y));
+        be->copy(c->Z, c->X0, bytes);
+        t[0] = RSB_TIME(c, r, ecn_cuda_rs_layer_kernels(prec, 0, c->E, &c->p, NULL, c->Z, c->Xio,
+                                                        NULL));
         break;
     case 2:
         be->zero(c->Xb, bytes);
         t[0] = RSB_TIME(c, r, be->realspace_vjp(c->E, &c->p, NULL, NULL, c->X, c->Yb, c->Xb));
         break;
     default:
-        /* tmp = RealSpace_vjp(Z, Xbar); Xbar += Linearᵀ(tmp): Xbar from Yb0 every run */
-        be->copy(c->Xb, c->Yb0, bytes);
-        t[0] = RSB_TIME(c, r,
-                        be->layer_vjp(c->E, &c->lin, &c->p, NULL, NULL, c->X, c->Xb, c->tmp));
-        t[1] = RSB_TIME(c, r, be->linear_vjp(c->E, &c->lin, NULL, NULL, c->tmp, c->Y));
+        /* tmp = RealSpace_vjp(Z = X, Xbar = Yb) */
+        t[0] = RSB_TIME(c, r, ecn_cuda_rs_layer_kernels(prec, 1, c->E, &c->p, NULL, c->X, c->Yb,
+                                                        c->tmp));
         break;
     }
 }
@@ -233,19 +233,15 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     const char *pn = prec == ECENET_F64 ? "f64" : "f32";
     c.E = E;
     const size_t n = c.n = (size_t)E * 2 * Q * F, rs = c.rs = be->real_size;
-    const size_t nw = (size_t)Q * F * RS_LIN_FIN;
-    double *h = malloc(n * sizeof(double)), *hw = malloc(nw * sizeof(double));
-    if (!h || !hw) {
+    double *h = malloc(n * sizeof(double));
+    if (!h) {
         printf("realspace bench: out of host memory\n");
-        free(h);
-        free(hw);
         return;
     }
     void **bufs[] = {&c.X, &c.Y, &c.Yb, &c.Xb, &c.Z, &c.Xio, &c.tmp, &c.X0, &c.Yb0};
     int ok = 1;
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         ok &= (*bufs[k] = be->alloc(n * rs)) != NULL;
-    void *dw = be->alloc(nw * rs);
     struct cudaDeviceProp dp;
     cudaGetDeviceProperties(&dp, 0);
     c.flush_bytes = 2 * (size_t)dp.l2CacheSize;
@@ -253,7 +249,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
         c.flush = NULL;
         (void)cudaGetLastError();
     }
-    if (!ok || !dw) {
+    if (!ok) {
         printf("realspace bench: out of device memory\n");
         goto done;
     }
@@ -265,9 +261,6 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
         h[k] = cos(0.0007 * (double)k + 0.3) * 0.9;
     be->upload(c.Yb, h, n);
     be->upload(c.Yb0, h, n);
-    for (size_t k = 0; k < nw; k++)
-        hw[k] = 0.05 * sin(0.37 * (double)k + 1.0);
-    be->upload(dw, hw, nw);
     double cs[64], ss[64], ca[64], sa[64], sc[1024], sh[1024];
     for (int m = 0; m < Q; m++)
         for (int k = 0; k < G; k++) {
@@ -302,11 +295,6 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     p->scale = dsc;
     p->shift = dsh;
     p->sin0_zero = rs_sin0;
-    c.lin.fin = RS_LIN_FIN;
-    c.lin.fout = F;
-    c.lin.Q = Q;
-    c.lin.T = 1;
-    c.lin.w = dw;
     cudaEventCreate(&c.a);
     cudaEventCreate(&c.b);
     const int old_mode = ecn_cuda_set_rs_vector(1);
@@ -341,7 +329,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
            pn, (long long)E, F, Q, G, reps, dp.l2CacheSize >> 20, mc, copy_gbs);
     static const char *vname[RS_NV] = {"fwd     Y = RS(X)", "fwd+res X += RS(Z)",
                                        "vjp+=   Xb += RS'(X,Yb)", "vjp=    tmp = RS'(Z,Xb)"};
-    static const char *vhow[RS_NV] = {"", "layer-lin", "", "layer-lin"};
+    static const char *vhow[RS_NV] = {"", "layer", "", "layer"};
     static const int ntens[RS_NV] = {2, 3, 4, 3};
     double med[2][RS_NV];
     void *keep[RS_NV];
@@ -350,16 +338,14 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     for (int mi = 0; mi < 2; mi++) {
         ecn_cuda_set_rs_vector(mi ? 2 : 0);
         for (int v = 0; v < RS_NV; v++) {
-            double t0[256], t1[256];
+            double t0[256];
             for (int r = 0; r < reps + 2; r++) {
                 double t[2];
                 rsb_run(&c, v, r, t);
-                if (r >= 2) {
+                if (r >= 2)
                     t0[r - 2] = t[0];
-                    t1[r - 2] = t[1];
-                }
             }
-            med[mi][v] = median(t0, reps) - (v == 1 || v == 3 ? median(t1, reps) : 0.0);
+            med[mi][v] = median(t0, reps);
             cudaDeviceSynchronize();
             if (mi == 0) {
                 if (keep[v])
@@ -432,11 +418,9 @@ restore:
 done:
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         be->release(*bufs[k]);
-    be->release(dw);
     if (c.flush)
         cudaFree(c.flush);
     free(h);
-    free(hw);
     char msg[600];
     if (ecn_cuda_error(msg, sizeof msg))
         printf("CUDA ERROR: %s\n", msg);
