@@ -72,49 +72,108 @@ __device__ static inline int l_of_s(int s)
     return l;
 }
 
-/* ---- frame_in: X[e][m][p][f] (=|+=) Σ_s rows[b][l²+s]·D_l[s][k] ------------------------ */
+/* ---- frame_in: X[e][m][p][f] (=|+=) Σ_s rows[b][l²+s]·D_l[s][k] ------------------------
+ * A block takes a tile of te consecutive edges: their rows (padded to S+1 per
+ * row: conflict-free per-lane reads) and D blocks are staged in shared memory
+ * in one pass (te edges' loads in flight at once), then a thread computes
+ * items (edge, l, b) with l fixed across a warp (no divergence; D entries
+ * are broadcasts; l <= 3 fully unrolled) into an output tile laid out
+ * [edge][slot][l][b] (stride B+1), which is written to X in coalesced runs
+ * (=, or += on the valid slots only). */
+template <int LL, typename T>
+__device__ static inline void frame_in_item(const T *a, const T *Dl, int l, int ml, int Q,
+                                            int OS, T *o)
+{
+    constexpr int NN = 2 * LL + 1;
+    const int n = LL >= 0 ? NN : 2 * l + 1;
+    T av[LL >= 0 ? NN : 1];
+    if (LL >= 0) {
+#pragma unroll
+        for (int s = 0; s < NN; s++)
+            av[s] = a[s];
+    }
+    for (int m = 0; m < Q; m++) {
+        T c = 0, sn = 0;
+        if (m <= ml) {
+            if (LL >= 0) {
+#pragma unroll
+                for (int s = 0; s < NN; s++)
+                    c += av[s] * Dl[s * NN + LL + m];
+                if (m)
+#pragma unroll
+                    for (int s = 0; s < NN; s++)
+                        sn += av[s] * Dl[s * NN + LL - m];
+            } else {
+                for (int s = 0; s < n; s++)
+                    c += a[s] * Dl[s * n + l + m];
+                if (m)
+                    for (int s = 0; s < n; s++)
+                        sn += a[s] * Dl[s * n + l - m];
+            }
+        }
+        o[(2 * m) * OS] = c;
+        o[(2 * m + 1) * OS] = sn;
+    }
+}
+
+/* shared memory of one edge in frame_in_k (elements) */
+static inline size_t frame_in_edge_elems(const Geo &g)
+{
+    return (size_t)g.B * (g.S + 1) + g.ND + (size_t)2 * g.Q * (g.L + 1) * (g.B + 1);
+}
+
 template <typename T, bool ACC>
-__global__ void frame_in_k(int64_t E, Geo g, Rows<T> rows, const T *D, T *X)
+__global__ void frame_in_k(int64_t E, Geo g, Rows<T> rows, const T *D, T *X, int te)
 {
     extern __shared__ unsigned char smraw[];
-    T *sR = (T *)smraw, *sD = sR + (size_t)g.B * g.S;
-    const int L1 = g.L + 1;
-    const int64_t XE = (int64_t)g.Q * 2 * g.F;
-    for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
-        stage_rows(rows, e, g.C, g.S, sR);
-        for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
-            sD[q] = D[e * g.ND + q];
-        __syncthreads();
-        T *Xe = X + e * XE;
-        for (int f = threadIdx.x; f < g.F; f += blockDim.x) {
-            const int b = f / L1, l = f % L1, n = 2 * l + 1, ml = l < g.M ? l : g.M;
-            const T *a = sR + b * g.S + l * l, *Dl = sD + dblock(l);
-            for (int m = 0; m < g.Q; m++) {
-                if (m <= ml) {
-                    T acc = 0;
-                    for (int s = 0; s < n; s++)
-                        acc += a[s] * Dl[s * n + l + m];
-                    if (ACC)
-                        Xe[(2 * m) * g.F + f] += acc;
-                    else
-                        Xe[(2 * m) * g.F + f] = acc;
-                } else if (!ACC) {
-                    Xe[(2 * m) * g.F + f] = 0;
-                }
-                if (m >= 1 && m <= ml) {
-                    T acc = 0;
-                    for (int s = 0; s < n; s++)
-                        acc += a[s] * Dl[s * n + l - m];
-                    if (ACC)
-                        Xe[(2 * m + 1) * g.F + f] += acc;
-                    else
-                        Xe[(2 * m + 1) * g.F + f] = acc;
-                } else if (!ACC) {
-                    Xe[(2 * m + 1) * g.F + f] = 0;
+    const int L1 = g.L + 1, S1 = g.S + 1, CS = g.C * g.S, OS = L1 * (g.B + 1);
+    const int RE = g.B * S1, OE = 2 * g.Q * OS; /* per-edge sizes: rows, output tile */
+    T *sR = (T *)smraw, *sD = sR + (size_t)te * RE, *sO = sD + (size_t)te * g.ND;
+    const int64_t XE = (int64_t)g.Q * 2 * g.F, e0 = (int64_t)blockIdx.x * te;
+    const int ne = E - e0 < te ? (int)(E - e0) : te;
+    /* stage: every edge's two runs of C·S row values (a thread keeps its
+     * positions r across the edges: no per-element divisions), and its D */
+    for (int r = threadIdx.x; r < 2 * CS; r += blockDim.x) {
+        const int half = r < CS ? 0 : 1, rr = r - half * CS, b = r / g.S, sidx = r - b * g.S;
+        for (int k = 0; k < ne; k++)
+            sR[k * RE + b * S1 + sidx] = row_ptr(rows, e0 + k, half * g.C, g.C, g.S)[rr];
+    }
+    for (int q = threadIdx.x; q < ne * g.ND; q += blockDim.x)
+        sD[q] = D[e0 * g.ND + q];
+    __syncthreads();
+    /* items (edge k, l, b), b fastest */
+    for (int q = threadIdx.x; q < ne * L1 * g.B; q += blockDim.x) {
+        const int k = q / (L1 * g.B), r = q - k * L1 * g.B, l = r / g.B, b = r - l * g.B;
+        const int ml = l < g.M ? l : g.M;
+        const T *a = sR + k * RE + b * S1 + l * l, *Dl = sD + k * g.ND + dblock(l);
+        T *o = sO + k * OE + l * (g.B + 1) + b;
+        switch (l) {
+        case 0: frame_in_item<0>(a, Dl, l, ml, g.Q, OS, o); break;
+        case 1: frame_in_item<1>(a, Dl, l, ml, g.Q, OS, o); break;
+        case 2: frame_in_item<2>(a, Dl, l, ml, g.Q, OS, o); break;
+        case 3: frame_in_item<3>(a, Dl, l, ml, g.Q, OS, o); break;
+        default: frame_in_item<-1>(a, Dl, l, ml, g.Q, OS, o); break;
+        }
+    }
+    __syncthreads();
+    /* write: X[e0 + k][slot][f], f = b·(L+1) + l; a thread keeps its f,
+     * consecutive threads on consecutive f */
+    for (int f = threadIdx.x; f < g.F; f += blockDim.x) {
+        const int b = f / L1, l = f - b * L1, ml = l < g.M ? l : g.M;
+        const T *src = sO + l * (g.B + 1) + b;
+        for (int k = 0; k < ne; k++) {
+            T *Xe = X + (e0 + k) * XE + f;
+            for (int slot = 0; slot < 2 * g.Q; slot++) {
+                const T v = src[k * OE + slot * OS];
+                if (ACC) {
+                    const int m = slot >> 1;
+                    if (m <= ml && (m || !(slot & 1)))
+                        Xe[slot * g.F] += v;
+                } else {
+                    Xe[slot * g.F] = v;
                 }
             }
         }
-        __syncthreads();
     }
 }
 
@@ -123,10 +182,13 @@ static void launch_frame_in(int64_t E, const Geo &g, const Rows<T> &rows, const 
 {
     if (E <= 0)
         return;
-    const size_t sm = ((size_t)g.B * g.S + g.ND) * sizeof(T);
+    /* about 56 KiB of shared memory per block (4 blocks of 256 threads per SM) */
+    const size_t per = frame_in_edge_elems(g) * sizeof(T);
+    int te = (int)((56u << 10) / per);
+    te = te < 1 ? 1 : te > 8 ? 8 : te;
+    const size_t sm = per * te;
     smem_allow(frame_in_k<T, ACC>, sm);
-    const int th = g.F >= 256 ? 256 : 128;
-    frame_in_k<T, ACC><<<grid_items(E), th, sm>>>(E, g, rows, D, X);
+    frame_in_k<T, ACC><<<grid_items((E + te - 1) / te), 256, sm>>>(E, g, rows, D, X, te);
     CU_LAUNCHED();
 }
 
