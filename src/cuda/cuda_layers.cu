@@ -568,6 +568,10 @@ __device__ static inline int64_t rs_vrow(const RS<T> &a, int64_t r, int64_t R, c
     return o;
 }
 
+/* a product rounded on its own (never contracted into an FMA) */
+__device__ static inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ static inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
 /* Y (=|+=) RealSpace(X); R = E·F/V vector rows */
 template <typename T, int VC, bool ACC, bool SILU>
 __global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
@@ -629,7 +633,7 @@ __global__ void __launch_bounds__(512) rs_layer_fwd_vk(int64_t R, RS<T> a, int r
         vst(Z + o + F, xs[0]); /* zeros */
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += VC)
-            rs_grid_v<T, Q, V, VC, SILU>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
+            rs_grid_v<T, Q, V, VC, SILU, true>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
         rs_vstore<T, V, true, true>(X + o, F, yc, ys);
     }
 }
@@ -668,16 +672,24 @@ __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
                     T gbar = 0, c = 0, s = 0;
 #pragma unroll
                     for (int m = 0; m < Q; m++) {
-                        gbar += bc[m][v] * ca[m] + bs[m][v] * sa[m];
+                        /* Z0: the sin m = 0 terms are exact zeros (zero inputs, zero
+                         * table entries) and are left out; the m = 0 product is
+                         * rounded on its own, as bc·ca + 0·0 was */
+                        if (Z0 && m == 0)
+                            gbar += mul_rn(bc[0][v], ca[0]);
+                        else
+                            gbar += bc[m][v] * ca[m] + bs[m][v] * sa[m];
                         c += xc[m][v] * cs[m];
-                        s += xs[m][v] * ss[m];
+                        if (!Z0 || m)
+                            s += xs[m][v] * ss[m];
                     }
                     const T fb =
                         gbar * rs_act_g<T, SILU>(a.act, scale[v] * (c + s) + shift[v]) * scale[v];
 #pragma unroll
                     for (int m = 0; m < Q; m++) {
                         gc[m][v] += fb * cs[m];
-                        gs[m][v] += fb * ss[m];
+                        if (!Z0 || m)
+                            gs[m][v] += fb * ss[m];
                     }
                 }
             }

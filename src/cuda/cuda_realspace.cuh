@@ -137,8 +137,10 @@ __device__ static inline void rs_tab_k(const T *tab, int k, T (&cs)[QT], T (&ss)
  * yc, ys += Σ_k act(scale·(Σ_m xc·cos_synth + Σ_m xs·sin_synth) + shift)
  * · (cos_analysis, sin_analysis), tables tab as rs_tables lays them out. One
  * definition for the RealSpace vector kernel and the tensor-core layer's
- * epilogue, so both do the same operations in the same order. */
-template <typename T, int Q, int V, int VC, bool SILU>
+ * epilogue, so both do the same operations in the same order. Z0 (a
+ * sin0_zero layer, whose xs[0] is zero): the exact-zero sin m = 0 terms are
+ * left out. */
+template <typename T, int Q, int V, int VC, bool SILU, bool Z0 = false>
 __device__ static inline void rs_grid_v(const T *tab, int G, int act, int v0,
                                         const T (&xc)[Q][V], const T (&xs)[Q][V],
                                         const T (&scale)[V], const T (&shift)[V], T (&yc)[Q][V],
@@ -153,7 +155,8 @@ __device__ static inline void rs_grid_v(const T *tab, int G, int act, int v0,
 #pragma unroll
             for (int m = 0; m < Q; m++) {
                 c += xc[m][v] * cs[m];
-                s += xs[m][v] * ss[m];
+                if (!Z0 || m) /* Z0: xs[0] and the sin m = 0 table row are zero */
+                    s += xs[m][v] * ss[m];
             }
             const T g = rs_act<T, SILU>(act, scale[v] * (c + s) + shift[v]);
 #pragma unroll
