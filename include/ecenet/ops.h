@@ -114,9 +114,6 @@ typedef struct ecenet_backend {
     const char *name;
     int precision;            /* ECENET_F64 / ECENET_F32 */
     size_t real_size;         /* sizeof(double) or sizeof(float) */
-    /* nonzero: the engine also uploads each linear's weights transposed
-     * (ecenet_linear_params.w_t); cuda's VJP GEMM is faster on that layout */
-    int linear_w_t;
 
     /* memory: backend buffers; upload/download convert from/to fp64 host */
     void *(*alloc)(size_t bytes);
@@ -277,6 +274,11 @@ typedef struct ecenet_backend {
                        void *frbar);
     /* Σ x in fp64, in a fixed order */
     double (*sum)(int64_t n, const void *x);
+
+    /* Nonzero: the engine also uploads each linear's weights transposed
+     * (ecenet_linear_params.w_t); cuda's VJP GEMM is faster on that layout.
+     * (Last, so that the entries above keep their offsets.) */
+    int linear_w_t;
 } ecenet_backend;
 
 #ifdef __cplusplus

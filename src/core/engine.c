@@ -57,10 +57,11 @@ static ecenet_linear_params up_linear(ecn_engine *eng, const ecenet_linear_param
             eng->failed = 1;
             return d;
         }
-        for (int m = 0; m < l->Q; m++)
-            for (int o = 0; o < l->fout; o++)
-                for (int i = 0; i < l->fin; i++)
-                    t[((size_t)m * l->fin + i) * l->fout + o] = w[((size_t)m * l->fout + o) * l->fin + i];
+        const size_t fi = (size_t)l->fin, fo = (size_t)l->fout;
+        for (size_t m = 0; m < (size_t)l->Q; m++)
+            for (size_t o = 0; o < fo; o++)
+                for (size_t i = 0; i < fi; i++)
+                    t[(m * fi + i) * fo + o] = w[(m * fo + o) * fi + i];
         d.w_t = up(eng, t, n);
         free(t);
     }

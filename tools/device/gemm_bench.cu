@@ -85,7 +85,8 @@ static void run(const char *name, cublasMath_t mode, int eager, int E, int F, in
             cudaMemsetAsync(flush, r, fb);
             cudaEventRecord(a);
             if (form == 0) { /* Y = X·Wᵀ: W[m][o][i] */
-                CK(gsb(h, Tt, N, F, E, F, &one, W, F, sw, X, ld, 2LL * F, &zero, Y, ld, 2LL * F, Q));
+                CK(gsb(h, Tt, N, F, E, F, &one, W, F, sw, X, ld, 2LL * F, &zero, Y, ld, 2LL * F,
+                       Q));
                 CK(gsb(h, Tt, N, F, E, F, &one, W + sw, F, sw, X + 3 * F, ld, 2LL * F, &zero,
                        Y + 3 * F, ld, 2LL * F, Q - 1));
             } else if (form == 1 || form == 2) {
@@ -94,7 +95,8 @@ static void run(const char *name, cublasMath_t mode, int eager, int E, int F, in
                 CK(gsb(h, N, N, F, E, F, &one, W + sw, F, sw, Y + 3 * F, ld, 2LL * F, bt,
                        X + 3 * F, ld, 2LL * F, Q - 1));
             } else { /* Wt[m][i][o]: col-major fout×fin, op T gives W */
-                CK(gsb(h, Tt, N, F, E, F, &one, Wt, F, sw, Y, ld, 2LL * F, &one, X, ld, 2LL * F, Q));
+                CK(gsb(h, Tt, N, F, E, F, &one, Wt, F, sw, Y, ld, 2LL * F, &one, X, ld, 2LL * F,
+                       Q));
                 CK(gsb(h, Tt, N, F, E, F, &one, Wt + sw, F, sw, Y + 3 * F, ld, 2LL * F, &one,
                        X + 3 * F, ld, 2LL * F, Q - 1));
             }

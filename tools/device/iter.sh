@@ -2,8 +2,10 @@
 # One optimisation iteration on the device: the cuda rows of check_backends
 # (every op against ref, golden cases, determinism), the bench rows of the
 # new binaries against the previous ones (.cudabuild/base.tar.xz: ecenet_base)
-# alternated in one run, the TF32 profile and ncu's per-kernel durations of
-# one joint step. Logs into $OUT. About 6 minutes.
+# alternated in one run, the layer GEMM forms (gemm_bench), the TF32 profile
+# and ncu's per-kernel durations of one forward + joint step (clocks not
+# locked: ncu's default base clocks slow the compute-heavy kernels by up to
+# 25%). Logs into $OUT. About 6 minutes.
 source "$(dirname "$0")/env.sh"
 [[ -f $B/base.tar.xz && ! -x $B/ecenet_base ]] && tar -C $B -xJf $B/base.tar.xz
 s=$SECONDS; echo "=== check_backends (cuda)"
@@ -22,12 +24,13 @@ for v in "" "--rs-sin0" "V4 --rs-sin0"; do
   timeout 40 ./cuda_bench --rs-only --rs-no-sweep $v > $OUT/rs.txt 2>&1; echo "--- $v ${ECENET_RS_VJP_V:+V=4} rc=$?"
   grep -E "^ +(fwd|vjp)|device copy" $OUT/rs.txt | cut -c1-150
 done; unset ECENET_RS_VJP_V; echo "$((SECONDS-s))s"
+[[ -x ./gemm_bench ]] && { echo "=== layer GEMM forms"; timeout 60 ./gemm_bench; }
 echo "=== profile (TF32)"; s=$SECONDS
 timeout 60 ./ecenet profile --config bench --diamond 4 --backend cuda --precision f32 --tf32 --n-warmup 2 --n-time 5 --op-profile --profile-rows 40 > $OUT/prof_tf32.txt 2>&1; echo "rc=$? $((SECONDS-s))s"
 sed -n '/^Joint energy+forces step by self/,/sum of self/p' $OUT/prof_tf32.txt | head -24
 echo "=== ncu: every kernel of one joint TF32 step"; s=$SECONDS
 M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size,dram__bytes.sum
-timeout 150 ncu --csv --page raw --metrics $M -c 400 ./ecenet bench --config bench --diamond 4 --backend cuda:tf32 --n-warmup 0 --n-time 1 > $OUT/ncu_all.csv 2> $OUT/ncu_err.txt; echo "rc=$? $((SECONDS-s))s"
+timeout 150 ncu --clock-control none --csv --page raw --metrics $M -c 400 ./ecenet bench --config bench --diamond 4 --backend cuda:tf32 --n-warmup 0 --n-time 1 > $OUT/ncu_all.csv 2> $OUT/ncu_err.txt; echo "rc=$? $((SECONDS-s))s"
 if [[ -n $NCU_DETAIL ]]; then # e.g. NCU_DETAIL="frame_in_k frame_out_k": stall reasons and instruction mix
   for k in $NCU_DETAIL; do s=$SECONDS
     timeout 60 ncu --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis --section SpeedOfLight --section Occupancy \
