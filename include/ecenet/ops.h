@@ -57,7 +57,9 @@ typedef struct {
 } ecenet_dims;
 
 /* Equivariant linear: Y[e,m,p,o] = Σ_i X[e,m,p,i]·W_eff(e)[m,o,i] + [m=0,p=0]·bias[o],
- * W_eff(e) = w + w_src[t_src(e)] + w_tgt[t_tgt(e)] (corrections optional). */
+ * W_eff(e) = w + w_src[t_src(e)] + w_tgt[t_tgt(e)] (corrections optional).
+ * Zero-initialise the parameter structs before filling them: optional
+ * fields (NULL / 0) are added over time. */
 typedef struct {
     int fin, fout, Q, T;
     const void *w;               /* (Q, fout, fin) */

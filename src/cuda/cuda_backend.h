@@ -47,8 +47,9 @@ int ecn_cuda_set_rs_vector(int on);
 
 /* The RealSpace kernel of the fused layer entries alone, for measurements
  * (tools/device/cuda_bench.c): which = 0, what layer_fwd runs after its
- * GEMMs (X += RealSpace(Z), and on a sin0_zero layer the bias on Z's cos
- * m = 0 slot and zeros in its sin m = 0 slot; bias may be NULL); which = 1,
+ * GEMMs (X += RealSpace(Z), and where the fused sin0_zero kernel applies
+ * also the bias on Z's cos m = 0 slot and zeros in its sin m = 0 slot; bias
+ * may be NULL, and is ignored elsewhere); which = 1,
  * what layer_vjp runs before its GEMMs (tmp = RealSpace_vjp(Z, X), X being
  * the layer's Xbar). No edge types (the affine's per-type terms must be
  * NULL). Implemented in cuda_layers.cu. */

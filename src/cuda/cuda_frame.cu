@@ -42,18 +42,6 @@ __device__ static inline const T *row_ptr(const Rows<T> &r, int64_t e, int b, in
     }
 }
 
-/* stage the (B,S) rows of edge e into dst (B·S values): at most two
- * contiguous runs of C·S (the edge frame's two atoms), no per-element index
- * arithmetic */
-template <typename T>
-__device__ static inline void stage_rows(const Rows<T> &r, int64_t e, int C, int S, T *dst)
-{
-    const int CS = C * S;
-    const T *p0 = row_ptr(r, e, 0, C, S), *p1 = row_ptr(r, e, C, C, S);
-    for (int q = threadIdx.x; q < 2 * CS; q += blockDim.x)
-        dst[q] = q < CS ? p0[q] : p1[q - CS];
-}
-
 struct Geo {
     int L, M, C, B, S, F, Q, ND;
 };

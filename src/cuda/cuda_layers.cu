@@ -273,8 +273,7 @@ static void linear_vjp_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
         cublasHandle_t h = blas(1);
         /* Xbᵀ += W_mᵀ·Ybᵀ: from w_t (the forward's operand layout, op T) when
          * the engine uploaded it — cuBLAS picks faster kernels there than for
-         * op N on w (H200, beta = 1: TF32 0.331 -> 0.274 ms a layer, fp32
-         * 1.103 -> 1.053 ms; tools/device/gemm_bench.cu) */
+         * op N on w (doc/design.md, tools/device/gemm_bench.cu) */
         const T *wa = p->w_t ? (const T *)p->w_t : w;
         const cublasOperation_t ta = p->w_t ? CUBLAS_OP_T : CUBLAS_OP_N;
         const int lda = p->w_t ? fout : fin;
@@ -743,11 +742,9 @@ static bool rs_vec_fits(const ecenet_realspace_params *p, const void *A, const v
 }
 
 /* fp32 SiLU VJP: vector rows of 2 channels (8-byte loads) instead of 4 —
- * fewer registers, more warps per SM; the same bits, 5-10% faster on the
- * H200 (doc/performance.md). Env ECENET_RS_VJP_V=4 selects the 4-channel
- * rows (default 2), read once. (2-channel forward rows were measured too,
- * sixth session: the layer forward 0.264 -> 0.260 ms, the plain forward
- * 0.215 -> 0.224 ms; not kept.) */
+ * fewer registers, more warps per SM; the same bits, faster on the H200
+ * (doc/performance.md; the forwards gain nothing from it). Env
+ * ECENET_RS_VJP_V=4 selects the 4-channel rows (default 2), read once. */
 static bool rs_vjp_v2()
 {
     static int v2;
@@ -993,7 +990,9 @@ static void layer_vjp(int64_t E, const ecenet_linear_params *lin,
     linear_vjp_run<T>(E, lin, tsrc, ttgt, tmp, Xbar, rs->sin0_zero);
 }
 
-/* the RealSpace kernels of layer_fwd / layer_vjp alone (measurement hooks) */
+/* the RealSpace kernels of layer_fwd / layer_vjp alone (measurement hooks);
+ * where the fused sin0_zero kernel does not apply, layer_fwd's bias belongs
+ * to its linear, so this path leaves it out */
 template <typename T>
 static void rs_layer_fwd_only(int64_t E, const ecenet_realspace_params *rs, const void *bias,
                               void *Z, void *X)

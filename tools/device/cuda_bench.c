@@ -137,7 +137,7 @@ typedef struct {
     int64_t E;
     size_t n, rs;
     ecenet_realspace_params p;
-    void *X, *Y, *Yb, *Xb, *Z, *Xio, *tmp, *X0, *Yb0;
+    void *X, *Y, *Yb, *Xb, *Z, *Xio, *tmp, *X0;
     void *flush;
     size_t flush_bytes;
     cudaEvent_t a, b;
@@ -238,7 +238,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
         printf("realspace bench: out of host memory\n");
         return;
     }
-    void **bufs[] = {&c.X, &c.Y, &c.Yb, &c.Xb, &c.Z, &c.Xio, &c.tmp, &c.X0, &c.Yb0};
+    void **bufs[] = {&c.X, &c.Y, &c.Yb, &c.Xb, &c.Z, &c.Xio, &c.tmp, &c.X0};
     int ok = 1;
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         ok &= (*bufs[k] = be->alloc(n * rs)) != NULL;
@@ -260,7 +260,6 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     for (size_t k = 0; k < n; k++)
         h[k] = cos(0.0007 * (double)k + 0.3) * 0.9;
     be->upload(c.Yb, h, n);
-    be->upload(c.Yb0, h, n);
     double cs[64], ss[64], ca[64], sa[64], sc[1024], sh[1024];
     for (int m = 0; m < Q; m++)
         for (int k = 0; k < G; k++) {

@@ -54,14 +54,16 @@ static void run(const char *name, cublasMath_t mode, int eager, int E, int F, in
     CK(cublasSetMathMode(h, mode));
     if (eager)
         CK(cublasSetEmulationStrategy(h, CUBLAS_EMULATION_STRATEGY_EAGER));
-    const size_t n = (size_t)E * 2 * Q * F, nw = (size_t)Q * 2 * F * F;
+    /* W holds the Q matrices of one layer; Wt the same values (a transposed
+     * copy would be a different matrix of the same size: timing only) */
+    const size_t n = (size_t)E * 2 * Q * F, nw = (size_t)Q * F * F;
     T *X, *Y, *W, *Wt;
     CK(cudaMalloc(&X, n * sizeof(T)));
     CK(cudaMalloc(&Y, n * sizeof(T)));
     CK(cudaMalloc(&W, nw * sizeof(T)));
     CK(cudaMalloc(&Wt, nw * sizeof(T)));
-    std::vector<T> hv(n);
-    for (size_t k = 0; k < n; k++)
+    std::vector<T> hv(n > nw ? n : nw);
+    for (size_t k = 0; k < hv.size(); k++)
         hv[k] = (T)(float)((k * 2654435761u % 1000) * 1e-3 - 0.5);
     CK(cudaMemcpy(X, hv.data(), n * sizeof(T), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(Y, hv.data(), n * sizeof(T), cudaMemcpyHostToDevice));
@@ -135,6 +137,8 @@ static void run(const char *name, cublasMath_t mode, int eager, int E, int F, in
     cudaFree(W);
     cudaFree(Wt);
     cudaFree(flush);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
     cublasDestroy(h);
 }
 
