@@ -962,6 +962,18 @@ static bool layer_tc(int64_t, const ecenet_linear_params *, const ecenet_realspa
     return false; /* fp64: cuBLAS DGEMM + RealSpace */
 }
 
+/* the RealSpace part of layer_fwd, X += RealSpace(Z); z0 (rs_layer_fits):
+ * with the linear's epilogue (bias, Z's sin m = 0 zeros) in the same kernel */
+template <typename T>
+static void layer_rs_fwd(int64_t E, const ecenet_realspace_params *rs, ecenet_idx tsrc,
+                         ecenet_idx ttgt, const T *bias, T *Z, T *X, bool z0)
+{
+    if (z0)
+        rs_layer_fwd_launch<T>(E, rs, tsrc, ttgt, bias, Z, X);
+    else
+        rs_fwd_launch<T, true>(E, rs, tsrc, ttgt, Z, X);
+}
+
 template <typename T>
 static void layer_fwd(int64_t E, const ecenet_linear_params *lin,
                       const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt, void *X,
@@ -973,10 +985,7 @@ static void layer_fwd(int64_t E, const ecenet_linear_params *lin,
      * X += RealSpace(Z) in one kernel (two passes over Z's slots fewer) */
     const bool z0 = rs_layer_fits<T>(rs, lin->bias, Z, X);
     linear_fwd_run<T>(E, lin, tsrc, ttgt, X, Z, z0);
-    if (z0)
-        rs_layer_fwd_launch<T>(E, rs, tsrc, ttgt, (const T *)lin->bias, (T *)Z, (T *)X);
-    else
-        rs_fwd_launch<T, true>(E, rs, tsrc, ttgt, (const T *)Z, (T *)X);
+    layer_rs_fwd<T>(E, rs, tsrc, ttgt, (const T *)lin->bias, (T *)Z, (T *)X, z0);
 }
 
 /* tmp = RealSpace_vjp(Z, Xbar) (overwritten: no zeroing pass); Xbar += Linearᵀ(tmp) */
@@ -990,17 +999,19 @@ static void layer_vjp(int64_t E, const ecenet_linear_params *lin,
     linear_vjp_run<T>(E, lin, tsrc, ttgt, tmp, Xbar, rs->sin0_zero);
 }
 
-/* the RealSpace kernels of layer_fwd / layer_vjp alone (measurement hooks);
+/* the RealSpace kernels of layer_fwd / layer_vjp alone (measurement hook);
  * where the fused sin0_zero kernel does not apply, layer_fwd's bias belongs
  * to its linear, so this path leaves it out */
 template <typename T>
-static void rs_layer_fwd_only(int64_t E, const ecenet_realspace_params *rs, const void *bias,
-                              void *Z, void *X)
+static void rs_layer_kernels(int which, int64_t E, const ecenet_realspace_params *p,
+                             const void *bias, void *Z, void *X, void *tmp)
 {
-    if (rs_layer_fits<T>(rs, bias, Z, X))
-        rs_layer_fwd_launch<T>(E, rs, NULL, NULL, (const T *)bias, (T *)Z, (T *)X);
+    if (which == 0)
+        layer_rs_fwd<T>(E, p, NULL, NULL, (const T *)bias, (T *)Z, (T *)X,
+                        rs_layer_fits<T>(p, bias, Z, X));
     else
-        rs_fwd_launch<T, true>(E, rs, NULL, NULL, (const T *)Z, (T *)X);
+        rs_vjp_launch<T, false>(E, p, NULL, NULL, (const T *)Z, (const T *)X, (T *)tmp,
+                                p->sin0_zero);
 }
 
 template <typename T> void fill_layers(ecenet_backend &b)
@@ -1023,17 +1034,10 @@ extern "C" void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E,
                                           const ecenet_realspace_params *p, const void *bias,
                                           void *Z, void *X, void *tmp)
 {
-    using namespace ecn_cu;
-    if (which == 0 && prec == ECENET_F64)
-        rs_layer_fwd_only<double>(E, p, bias, Z, X);
-    else if (which == 0)
-        rs_layer_fwd_only<float>(E, p, bias, Z, X);
-    else if (prec == ECENET_F64)
-        rs_vjp_launch<double, false>(E, p, NULL, NULL, (const double *)Z, (const double *)X,
-                                     (double *)tmp, p->sin0_zero);
+    if (prec == ECENET_F64)
+        ecn_cu::rs_layer_kernels<double>(which, E, p, bias, Z, X, tmp);
     else
-        rs_vjp_launch<float, false>(E, p, NULL, NULL, (const float *)Z, (const float *)X,
-                                    (float *)tmp, p->sin0_zero);
+        ecn_cu::rs_layer_kernels<float>(which, E, p, bias, Z, X, tmp);
 }
 
 extern "C" int ecn_cuda_set_rs_vector(int on)

@@ -162,33 +162,28 @@ static float rsb_elapsed(rsb_ctx *c)
     (rsb_flush((c), (r)), cudaEventRecord((c)->a, 0), (call), cudaEventRecord((c)->b, 0),          \
      rsb_elapsed(c))
 
-/* one run of variant v (0..3); t[0] its time (t[1] unused) */
-static void rsb_run(rsb_ctx *c, int v, int r, double *t)
+/* one run of variant v (0..3): its time in ms */
+static double rsb_run(rsb_ctx *c, int v, int r)
 {
     const ecenet_backend *be = c->be;
     const size_t bytes = c->n * c->rs;
     const int prec = be->precision;
-    t[1] = 0.0;
     switch (v) {
     case 0:
-        t[0] = RSB_TIME(c, r, be->realspace_fwd(c->E, &c->p, NULL, NULL, c->X, c->Y));
-        break;
+        return RSB_TIME(c, r, be->realspace_fwd(c->E, &c->p, NULL, NULL, c->X, c->Y));
     case 1:
         /* X += RealSpace(Z), X and Z from X0 every run (the kernel writes Z's m = 0 slots) */
         be->copy(c->Xio, c->X0, bytes);
         be->copy(c->Z, c->X0, bytes);
-        t[0] = RSB_TIME(c, r, ecn_cuda_rs_layer_kernels(prec, 0, c->E, &c->p, NULL, c->Z, c->Xio,
+        return RSB_TIME(c, r, ecn_cuda_rs_layer_kernels(prec, 0, c->E, &c->p, NULL, c->Z, c->Xio,
                                                         NULL));
-        break;
     case 2:
         be->zero(c->Xb, bytes);
-        t[0] = RSB_TIME(c, r, be->realspace_vjp(c->E, &c->p, NULL, NULL, c->X, c->Yb, c->Xb));
-        break;
+        return RSB_TIME(c, r, be->realspace_vjp(c->E, &c->p, NULL, NULL, c->X, c->Yb, c->Xb));
     default:
         /* tmp = RealSpace_vjp(Z = X, Xbar = Yb) */
-        t[0] = RSB_TIME(c, r, ecn_cuda_rs_layer_kernels(prec, 1, c->E, &c->p, NULL, c->X, c->Yb,
+        return RSB_TIME(c, r, ecn_cuda_rs_layer_kernels(prec, 1, c->E, &c->p, NULL, c->X, c->Yb,
                                                         c->tmp));
-        break;
     }
 }
 
@@ -301,10 +296,8 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     if (ncu) { /* one launch of everything, for ncu --kernel-name regex:rs_ */
         for (int mode = 0; mode <= 2; mode += 2) {
             ecn_cuda_set_rs_vector(mode);
-            for (int v = 0; v < RS_NV; v++) {
-                double t[2];
-                rsb_run(&c, v, 0, t);
-            }
+            for (int v = 0; v < RS_NV; v++)
+                rsb_run(&c, v, 0);
         }
         printf("realspace %s: ncu pass done\n", pn);
         goto restore;
@@ -339,10 +332,9 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
         for (int v = 0; v < RS_NV; v++) {
             double t0[256];
             for (int r = 0; r < reps + 2; r++) {
-                double t[2];
-                rsb_run(&c, v, r, t);
+                const double t = rsb_run(&c, v, r);
                 if (r >= 2)
-                    t0[r - 2] = t[0];
+                    t0[r - 2] = t;
             }
             med[mi][v] = median(t0, reps);
             cudaDeviceSynchronize();
@@ -388,10 +380,9 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
                 for (int v = 0; v < 2; v++) {
                     double tt[256];
                     for (int r = 0; r < sweep_reps + 2; r++) {
-                        double t[2];
-                        rsb_run(&c, v ? 2 : 0, r, t);
+                        const double t = rsb_run(&c, v ? 2 : 0, r);
                         if (r >= 2)
-                            tt[r - 2] = t[0];
+                            tt[r - 2] = t;
                     }
                     m[mi][v] = median(tt, sweep_reps);
                 }

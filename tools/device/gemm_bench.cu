@@ -27,6 +27,8 @@
         }                                                                                          \
     } while (0)
 
+/* the typed cuBLAS calls of src/cuda/cuda_layers.cu's gemm_sb (not GemmEx),
+ * so that the kernels timed here are the ones the library gets */
 static cublasStatus_t gsb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                           int n, int k, const float *al, const float *A, int lda, long long sA,
                           const float *B, int ldb, long long sB, const float *be, float *C,
