@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include "ecenet/ops.h"
@@ -56,6 +57,23 @@ struct State {
 /* Initialised on first use (thread-safe); every op calls it. */
 State &state();
 cublasHandle_t blas(int tf32_allowed);
+
+/* True when a kernel's shared memory per block fits this GPU; otherwise the
+ * error names the op and both sizes (a model too wide for a kernel's tile
+ * must not surface as a generic launch failure). */
+static inline bool smem_fits(size_t bytes, const char *op)
+{
+    const size_t lim = state().smem_optin;
+    if (bytes <= lim)
+        return true;
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "%s needs %zu bytes of shared memory per block, this GPU allows %zu (model too wide "
+             "for this kernel)",
+             op, bytes, lim);
+    fail(-2, msg, __FILE__, __LINE__);
+    return false;
+}
 
 /* device scalar scratch for reductions (sum, virial): no allocation per op */
 double *reduce_scratch(); /* REDUCE_MAX_BLOCKS * 9 doubles, device */

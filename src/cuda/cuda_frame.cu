@@ -66,8 +66,9 @@ __device__ static inline int l_of_s(int s)
  * in one pass (te edges' loads in flight at once), then a thread computes
  * items (edge, l, b) with l fixed across a warp (no divergence; D entries
  * are broadcasts; l <= 3 fully unrolled) into an output tile laid out
- * [edge][slot][l][b] (stride B+1), which is written to X in coalesced runs
- * (=, or += on the valid slots only). */
+ * [edge][slot][l][b] (stride B + ceil(32/(L+1)), so the write phase's lanes,
+ * l fastest, fall in distinct banks), which is written to X in coalesced
+ * runs (=, or += on the valid slots only). */
 template <int LL, typename T>
 __device__ static inline void frame_in_item(const T *a, const T *Dl, int l, int ml, int Q,
                                             int OS, T *o)
@@ -104,17 +105,21 @@ __device__ static inline void frame_in_item(const T *a, const T *Dl, int l, int 
     }
 }
 
+/* row stride of frame_in_k's output tile */
+__host__ __device__ static inline int frame_in_ob(const Geo &g) { return g.B + (32 + g.L) / (g.L + 1); }
+
 /* shared memory of one edge in frame_in_k (elements) */
 static inline size_t frame_in_edge_elems(const Geo &g)
 {
-    return (size_t)g.B * (g.S + 1) + g.ND + (size_t)2 * g.Q * (g.L + 1) * (g.B + 1);
+    return (size_t)g.B * (g.S + 1) + g.ND + (size_t)2 * g.Q * (g.L + 1) * frame_in_ob(g);
 }
 
 template <typename T, bool ACC>
-__global__ void frame_in_k(int64_t E, Geo g, Rows<T> rows, const T *D, T *X, int te)
+__global__ void __launch_bounds__(256, 4) frame_in_k(int64_t E, Geo g, Rows<T> rows, const T *D,
+                                                     T *X, int te)
 {
     extern __shared__ unsigned char smraw[];
-    const int L1 = g.L + 1, S1 = g.S + 1, CS = g.C * g.S, OS = L1 * (g.B + 1);
+    const int L1 = g.L + 1, S1 = g.S + 1, CS = g.C * g.S, OB = frame_in_ob(g), OS = L1 * OB;
     const int RE = g.B * S1, OE = 2 * g.Q * OS; /* per-edge sizes: rows, output tile */
     T *sR = (T *)smraw, *sD = sR + (size_t)te * RE, *sO = sD + (size_t)te * g.ND;
     const int64_t XE = (int64_t)g.Q * 2 * g.F, e0 = (int64_t)blockIdx.x * te;
@@ -134,7 +139,7 @@ __global__ void frame_in_k(int64_t E, Geo g, Rows<T> rows, const T *D, T *X, int
         const int k = q / (L1 * g.B), r = q - k * L1 * g.B, l = r / g.B, b = r - l * g.B;
         const int ml = l < g.M ? l : g.M;
         const T *a = sR + k * RE + b * S1 + l * l, *Dl = sD + k * g.ND + dblock(l);
-        T *o = sO + k * OE + l * (g.B + 1) + b;
+        T *o = sO + k * OE + l * OB + b;
         switch (l) {
         case 0: frame_in_item<0>(a, Dl, l, ml, g.Q, OS, o); break;
         case 1: frame_in_item<1>(a, Dl, l, ml, g.Q, OS, o); break;
@@ -148,7 +153,7 @@ __global__ void frame_in_k(int64_t E, Geo g, Rows<T> rows, const T *D, T *X, int
      * consecutive threads on consecutive f */
     for (int f = threadIdx.x; f < g.F; f += blockDim.x) {
         const int b = f / L1, l = f - b * L1, ml = l < g.M ? l : g.M;
-        const T *src = sO + l * (g.B + 1) + b;
+        const T *src = sO + l * OB + b;
         for (int k = 0; k < ne; k++) {
             T *Xe = X + (e0 + k) * XE + f;
             for (int slot = 0; slot < 2 * g.Q; slot++) {
@@ -175,6 +180,8 @@ static void launch_frame_in(int64_t E, const Geo &g, const Rows<T> &rows, const 
     int te = (int)((56u << 10) / per);
     te = te < 1 ? 1 : te > 8 ? 8 : te;
     const size_t sm = per * te;
+    if (!smem_fits(sm, "edge frame / rotate-back (frame_in_k)"))
+        return;
     smem_allow(frame_in_k<T, ACC>, sm);
     frame_in_k<T, ACC><<<grid_items((E + te - 1) / te), 256, sm>>>(E, g, rows, D, X, te);
     CU_LAUNCHED();
@@ -214,49 +221,97 @@ __global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G)
 
 /* ---- frame_atom: rows_bar[a][c][s] += Σ over the atom's edge lists ------------------------------
  * list 0 (ptr0/idx0) feeds rows b = c + b_off0, list 1 (optional) rows b = c + b_off1;
- * nrows rows of S per atom in the output (stride nrows*S). */
-template <typename T>
-__global__ void frame_atom_k(int64_t N, Geo g, int nrows, const int32_t *ptr0,
-                             const int32_t *idx0, int b_off0, const int32_t *ptr1,
-                             const int32_t *idx1, int b_off1, const T *Xbar, const T *D, T *out)
+ * nrows rows of S per atom in the output (stride nrows*S). A block takes one
+ * (atom, chunk of nc rows) item; a thread keeps one (c, s) and its sum. The
+ * atom's edges go through shared memory TE at a time: their features for the
+ * chunk's rows (2Q runs of nc(L+1) contiguous values) and D blocks are
+ * staged together (the tile's loads in flight at once, rather than one
+ * dependent gather per edge and thread), then each thread adds the tile's
+ * edges in CSR order, so the sum is deterministic and in the same order as
+ * edge by edge. */
+template <typename T, int TE>
+__global__ void __launch_bounds__(256) frame_atom_k(int64_t N, Geo g, int nrows, int nc,
+                                                    const int32_t *ptr0, const int32_t *idx0,
+                                                    int b_off0, const int32_t *ptr1,
+                                                    const int32_t *idx1, int b_off1,
+                                                    const T *__restrict__ Xbar,
+                                                    const T *__restrict__ D, T *out)
 {
-    const int L1 = g.L + 1, RS = nrows * g.S;
-    const int64_t XE = (int64_t)g.Q * 2 * g.F;
-    for (int64_t a = blockIdx.x; a < N; a += gridDim.x)
-        for (int q = threadIdx.x; q < RS; q += blockDim.x) {
-            const int c = q / g.S, s = q % g.S, l = l_of_s(s), sp = s - l * l;
-            const int n = 2 * l + 1, ml = l < g.M ? l : g.M, off = dblock(l);
-            T acc = 0;
-            for (int list = 0; list < (ptr1 ? 2 : 1); list++) {
-                const int32_t *ptr = list ? ptr1 : ptr0, *idx = list ? idx1 : idx0;
-                const int f = (c + (list ? b_off1 : b_off0)) * L1 + l;
-#pragma unroll 4
-                for (int32_t p = ptr[a]; p < ptr[a + 1]; p++) {
-                    const int64_t e = idx[p];
-                    const T *Xe = Xbar + e * XE + f, *Dl = D + e * g.ND + off + sp * n;
-                    for (int m = 0; m <= ml; m++) {
-                        acc += Xe[(2 * m) * g.F] * Dl[l + m];
-                        if (m)
-                            acc += Xe[(2 * m + 1) * g.F] * Dl[l - m];
+    extern __shared__ __align__(16) unsigned char smraw[];
+    __shared__ int32_t sI[TE];
+    T *sm = (T *)smraw;
+    const int L1 = g.L + 1, SL = 2 * g.Q, RS = nrows * g.S, nch = (nrows + nc - 1) / nc;
+    const int64_t XE = (int64_t)SL * g.F;
+    const int cc = threadIdx.x / g.S, s = threadIdx.x - cc * g.S;
+    const int l = l_of_s(s), sp = s - l * l, ml = l < g.M ? l : g.M;
+    const int dof = dblock(l) + sp * (2 * l + 1) + l;
+    for (int64_t it = blockIdx.x; it < N * nch; it += gridDim.x) {
+        const int64_t a = it / nch;
+        const int c0 = (int)(it - a * nch) * nc, ncc = nrows - c0 < nc ? nrows - c0 : nc;
+        const int FW = ncc * L1, XW = SL * FW, PE = XW + g.ND;
+        /* staging: a thread keeps one feature w of the chunk and every sstep-th slot */
+        const int sw = threadIdx.x % FW, ss = threadIdx.x / FW, sstep = blockDim.x / FW;
+        const bool stager = ss < sstep, act = cc < ncc;
+        T acc = 0;
+        for (int list = 0; list < (ptr1 ? 2 : 1); list++) {
+            const int32_t *ptr = list ? ptr1 : ptr0, *idx = list ? idx1 : idx0;
+            const int64_t f0 = (int64_t)((list ? b_off1 : b_off0) + c0) * L1 + sw;
+            const int32_t p1 = ptr[a + 1];
+            for (int32_t pt = ptr[a]; pt < p1; pt += TE) {
+                const int ne = p1 - pt < TE ? p1 - pt : TE;
+                __syncthreads(); /* the previous tile is consumed */
+                if ((int)threadIdx.x < ne)
+                    sI[threadIdx.x] = idx[pt + threadIdx.x];
+                __syncthreads();
+#pragma unroll
+                for (int k = 0; k < TE; k++)
+                    if (k < ne) {
+                        const int64_t e = sI[k];
+                        if (stager) {
+                            const T *Xe = Xbar + e * XE + f0;
+                            T *dst = sm + k * PE + sw;
+                            for (int slot = ss; slot < SL; slot += sstep)
+                                dst[slot * FW] = Xe[(int64_t)slot * g.F];
+                        }
+                        for (int i = threadIdx.x; i < g.ND; i += blockDim.x)
+                            sm[k * PE + XW + i] = D[e * g.ND + i];
                     }
-                }
+                __syncthreads();
+                if (act)
+                    for (int k = 0; k < ne; k++) {
+                        const T *xs = sm + k * PE + cc * L1 + l, *Dl = sm + k * PE + XW + dof;
+                        for (int m = 0; m <= ml; m++) {
+                            acc += xs[(2 * m) * FW] * Dl[m];
+                            if (m)
+                                acc += xs[(2 * m + 1) * FW] * Dl[-m];
+                        }
+                    }
             }
-            out[a * RS + q] += acc;
         }
+        if (act)
+            out[a * RS + (int64_t)(c0 + cc) * g.S + s] += acc;
+    }
 }
 
-/* ---- frame_dbar: Dbar[e][l][s][k] += Σ_b rows[b][l²+s]·Xs[e][slot(k)][b(L+1)+l] ----------------- */
+/* ---- frame_dbar: Dbar[e][l][s][k] += Σ_b rows[b][l²+s]·Xs[e][slot(k)][b(L+1)+l] -----------------
+ * The staged rows and slots are padded (strides S+1 and F+1): the lanes of a
+ * D̄ sum read 2l+1 different slots at the same feature, which with stride F
+ * (a multiple of 32) all fell in one bank. */
 template <typename T>
 __global__ void frame_dbar_k(int64_t E, Geo g, Rows<T> rows, const T *Xs, T *Dbar)
 {
     extern __shared__ unsigned char smraw[];
-    const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1;
-    T *sR = (T *)smraw, *sX = sR + BS;
+    const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1, S1 = g.S + 1, F1 = g.F + 1;
+    T *sR = (T *)smraw, *sX = sR + g.B * S1;
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
-        for (int q = threadIdx.x; q < BS; q += blockDim.x)
-            sR[q] = row_ptr(rows, e, q / g.S, g.C, g.S)[q % g.S];
-        for (int q = threadIdx.x; q < XE; q += blockDim.x)
-            sX[q] = Xs[e * XE + q];
+        for (int q = threadIdx.x; q < BS; q += blockDim.x) {
+            const int b = q / g.S, sidx = q - b * g.S;
+            sR[b * S1 + sidx] = row_ptr(rows, e, b, g.C, g.S)[sidx];
+        }
+        for (int q = threadIdx.x; q < XE; q += blockDim.x) {
+            const int slot = q / g.F;
+            sX[slot * F1 + q - slot * g.F] = Xs[e * XE + q];
+        }
         __syncthreads();
         for (int q = threadIdx.x; q < g.ND; q += blockDim.x) {
             int l = 0;
@@ -267,10 +322,10 @@ __global__ void frame_dbar_k(int64_t E, Geo g, Rows<T> rows, const T *Xs, T *Dba
             const int m = k >= l ? k - l : l - k, slot = k >= l ? 2 * m : 2 * m + 1;
             if (m > ml)
                 continue;
-            const T *xs = sX + slot * g.F + l;
+            const T *xs = sX + slot * F1 + l;
             T acc = 0;
             for (int b = 0; b < g.B; b++)
-                acc += sR[b * g.S + l * l + s] * xs[b * L1];
+                acc += sR[b * S1 + l * l + s] * xs[b * L1];
             Dbar[e * g.ND + q] += acc;
         }
         __syncthreads();
@@ -283,20 +338,24 @@ template <typename T>
 __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, T *Xb, T *Dbar)
 {
     extern __shared__ __align__(16) unsigned char smraw[];
-    const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1;
-    T *sR = (T *)smraw, *sX = sR + BS, *sD = sX + XE;
+    const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1, S1 = g.S + 1, F1 = g.F + 1;
+    T *sR = (T *)smraw, *sX = sR + g.B * S1, *sD = sX + 2 * g.Q * F1;
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
-        for (int q = threadIdx.x; q < BS; q += blockDim.x)
-            sR[q] = Gb[e * BS + q];
-        for (int q = threadIdx.x; q < XE; q += blockDim.x)
-            sX[q] = X[e * XE + q];
+        for (int q = threadIdx.x; q < BS; q += blockDim.x) {
+            const int b = q / g.S;
+            sR[b * S1 + q - b * g.S] = Gb[e * BS + q];
+        }
+        for (int q = threadIdx.x; q < XE; q += blockDim.x) {
+            const int slot = q / g.F;
+            sX[slot * F1 + q - slot * g.F] = X[e * XE + q];
+        }
         for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
             sD[q] = D[e * g.ND + q];
         __syncthreads();
         T *Xe = Xb + e * XE;
         for (int f = threadIdx.x; f < g.F; f += blockDim.x) {
             const int b = f / L1, l = f % L1, n = 2 * l + 1, ml = l < g.M ? l : g.M;
-            const T *a = sR + b * g.S + l * l, *Dl = sD + dblock(l);
+            const T *a = sR + b * S1 + l * l, *Dl = sD + dblock(l);
             for (int m = 0; m <= ml; m++) {
                 T acc = 0;
                 for (int s = 0; s < n; s++)
@@ -319,10 +378,10 @@ __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, 
             const int m = k >= l ? k - l : l - k, slot = k >= l ? 2 * m : 2 * m + 1;
             if (m > ml)
                 continue;
-            const T *xs = sX + slot * g.F + l;
+            const T *xs = sX + slot * F1 + l;
             T acc = 0;
             for (int b = 0; b < g.B; b++)
-                acc += sR[b * g.S + l * l + s] * xs[b * L1];
+                acc += sR[b * S1 + l * l + s] * xs[b * L1];
             Dbar[e * g.ND + q] += acc;
         }
         __syncthreads();
@@ -334,7 +393,9 @@ static void launch_frame_dbar(int64_t E, const Geo &g, const Rows<T> &rows, cons
 {
     if (E <= 0)
         return;
-    const size_t sm = ((size_t)g.B * g.S + (size_t)g.Q * 2 * g.F) * sizeof(T);
+    const size_t sm = ((size_t)g.B * (g.S + 1) + (size_t)g.Q * 2 * (g.F + 1)) * sizeof(T);
+    if (!smem_fits(sm, "edge frame VJP (frame_dbar_k)"))
+        return;
     smem_allow(frame_dbar_k<T>, sm);
     frame_dbar_k<T><<<grid_items(E), 128, sm>>>(E, g, rows, Xs, Dbar);
     CU_LAUNCHED();
@@ -346,10 +407,24 @@ static void launch_frame_atom(int64_t N, const Geo &g, int nrows, const ecenet_c
 {
     if (N <= 0)
         return;
-    const int RS = nrows * g.S, th = RS >= 512 ? 512 : (RS + 31) / 32 * 32;
-    frame_atom_k<T><<<grid_items(N), th>>>(N, g, nrows, l0->ptr, l0->idx, off0,
-                                           l1 ? l1->ptr : NULL, l1 ? l1->idx : NULL, off1, Xbar,
-                                           D, out);
+    /* a chunk of nc rows per block, nc·S threads of at most 256 (rounded up to
+     * whole warps); TE edges per tile: about 20 KB of shared memory here */
+    if (g.S > 256) {
+        fail(-2, "edge frame VJP: l_max above 15 is not supported by the cuda backend", __FILE__,
+             __LINE__);
+        return;
+    }
+    int nc = 256 / g.S;
+    nc = nc > nrows ? nrows : nc;
+    constexpr int TE = sizeof(T) == 4 ? 8 : 4;
+    const int th = (nc * g.S + 31) / 32 * 32, nch = (nrows + nc - 1) / nc;
+    const size_t sm = ((size_t)2 * g.Q * nc * (g.L + 1) + g.ND) * sizeof(T) * TE;
+    if (!smem_fits(sm, "edge frame VJP (frame_atom_k)"))
+        return;
+    smem_allow(frame_atom_k<T, TE>, sm);
+    frame_atom_k<T, TE><<<grid_items(N * nch), th, sm>>>(N, g, nrows, nc, l0->ptr, l0->idx, off0,
+                                                         l1 ? l1->ptr : NULL,
+                                                         l1 ? l1->idx : NULL, off1, Xbar, D, out);
     CU_LAUNCHED();
 }
 
@@ -466,6 +541,8 @@ static void mp_pack_unrotate_fwd(const ecenet_dims *dm, const void *X, const voi
         return;
     const Geo g = geo(dm);
     const size_t sm = ((size_t)g.Q * 2 * g.F + g.ND) * sizeof(T);
+    if (!smem_fits(sm, "message-passing pack-unrotate (frame_out_k)"))
+        return;
     smem_allow(frame_out_k<T>, sm);
     const int th = g.S <= 256 ? 256 / g.S * g.S : g.S; /* a multiple of S */
     if (th > 1024) {
@@ -486,7 +563,9 @@ static void mp_pack_unrotate_vjp(const ecenet_dims *dm, const void *X, const voi
         return;
     const Geo g = geo(dm);
     /* X̄ += select(ḡ·D) on the valid slots; D̄ += ḡᵀ·select⁻¹(X) */
-    const size_t sm = ((size_t)g.B * g.S + (size_t)g.Q * 2 * g.F + g.ND) * sizeof(T);
+    const size_t sm = ((size_t)g.B * (g.S + 1) + (size_t)g.Q * 2 * (g.F + 1) + g.ND) * sizeof(T);
+    if (!smem_fits(sm, "message-passing pack-unrotate VJP (pu_vjp_k)"))
+        return;
     smem_allow(pu_vjp_k<T>, sm);
     pu_vjp_k<T><<<grid_items(dm->E), 256, sm>>>(dm->E, g, (const T *)X, (const T *)D,
                                                 (const T *)gbar, (T *)Xbar, (T *)Dbar);
