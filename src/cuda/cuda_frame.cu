@@ -228,9 +228,11 @@ __global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G)
  * staged together (the tile's loads in flight at once, rather than one
  * dependent gather per edge and thread), then each thread adds the tile's
  * edges in CSR order, so the sum is deterministic and in the same order as
- * edge by edge. */
+ * edge by edge. The next tile's edge indices are read while a tile is
+ * reduced. At most 32 registers (8 blocks per SM, a few bytes spilled): 0.45
+ * ms per call on the H200 bench, against 0.87 ms at 80 registers. */
 template <typename T, int TE>
-__global__ void __launch_bounds__(256) frame_atom_k(int64_t N, Geo g, int nrows, int nc,
+__global__ void __launch_bounds__(256, 8) frame_atom_k(int64_t N, Geo g, int nrows, int nc,
                                                     const int32_t *ptr0, const int32_t *idx0,
                                                     int b_off0, const int32_t *ptr1,
                                                     const int32_t *idx1, int b_off1,
@@ -238,7 +240,7 @@ __global__ void __launch_bounds__(256) frame_atom_k(int64_t N, Geo g, int nrows,
                                                     const T *__restrict__ D, T *out)
 {
     extern __shared__ __align__(16) unsigned char smraw[];
-    __shared__ int32_t sI[TE];
+    __shared__ int32_t sI[2][TE]; /* this tile's edges and the next tile's */
     T *sm = (T *)smraw;
     const int L1 = g.L + 1, SL = 2 * g.Q, RS = nrows * g.S, nch = (nrows + nc - 1) / nc;
     const int64_t XE = (int64_t)SL * g.F;
@@ -256,17 +258,18 @@ __global__ void __launch_bounds__(256) frame_atom_k(int64_t N, Geo g, int nrows,
         for (int list = 0; list < (ptr1 ? 2 : 1); list++) {
             const int32_t *ptr = list ? ptr1 : ptr0, *idx = list ? idx1 : idx0;
             const int64_t f0 = (int64_t)((list ? b_off1 : b_off0) + c0) * L1 + sw;
-            const int32_t p1 = ptr[a + 1];
-            for (int32_t pt = ptr[a]; pt < p1; pt += TE) {
+            const int32_t p0 = ptr[a], p1 = ptr[a + 1];
+            __syncthreads(); /* the previous list's last tile is consumed */
+            if ((int)threadIdx.x < TE && p0 + (int)threadIdx.x < p1)
+                sI[0][threadIdx.x] = idx[p0 + threadIdx.x];
+            int t = 0;
+            for (int32_t pt = p0; pt < p1; pt += TE, t ^= 1) {
                 const int ne = p1 - pt < TE ? p1 - pt : TE;
-                __syncthreads(); /* the previous tile is consumed */
-                if ((int)threadIdx.x < ne)
-                    sI[threadIdx.x] = idx[pt + threadIdx.x];
-                __syncthreads();
+                __syncthreads(); /* sI[t] is written, the previous tile is consumed */
 #pragma unroll
                 for (int k = 0; k < TE; k++)
                     if (k < ne) {
-                        const int64_t e = sI[k];
+                        const int64_t e = sI[t][k];
                         if (stager) {
                             const T *Xe = Xbar + e * XE + f0;
                             T *dst = sm + k * PE + sw;
@@ -276,6 +279,9 @@ __global__ void __launch_bounds__(256) frame_atom_k(int64_t N, Geo g, int nrows,
                         for (int i = threadIdx.x; i < g.ND; i += blockDim.x)
                             sm[k * PE + XW + i] = D[e * g.ND + i];
                     }
+                /* the next tile's edges, while this one is reduced */
+                if ((int)threadIdx.x < TE && pt + TE + (int)threadIdx.x < p1)
+                    sI[t ^ 1][threadIdx.x] = idx[pt + TE + threadIdx.x];
                 __syncthreads();
                 if (act)
                     for (int k = 0; k < ne; k++) {
@@ -421,10 +427,11 @@ static void launch_frame_atom(int64_t N, const Geo &g, int nrows, const ecenet_c
     const size_t sm = ((size_t)2 * g.Q * nc * (g.L + 1) + g.ND) * sizeof(T) * TE;
     if (!smem_fits(sm, "edge frame VJP (frame_atom_k)"))
         return;
-    smem_allow(frame_atom_k<T, TE>, sm);
-    frame_atom_k<T, TE><<<grid_items(N * nch), th, sm>>>(N, g, nrows, nc, l0->ptr, l0->idx, off0,
-                                                         l1 ? l1->ptr : NULL,
-                                                         l1 ? l1->idx : NULL, off1, Xbar, D, out);
+    auto K = frame_atom_k<T, TE>;
+    smem_allow(K, sm);
+    K<<<grid_items(N * nch), th, sm>>>(N, g, nrows, nc, l0->ptr, l0->idx, off0,
+                                       l1 ? l1->ptr : NULL, l1 ? l1->idx : NULL, off1, Xbar, D,
+                                       out);
     CU_LAUNCHED();
 }
 
