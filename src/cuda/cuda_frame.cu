@@ -106,7 +106,10 @@ __device__ static inline void frame_in_item(const T *a, const T *Dl, int l, int 
 }
 
 /* row stride of frame_in_k's output tile */
-__host__ __device__ static inline int frame_in_ob(const Geo &g) { return g.B + (32 + g.L) / (g.L + 1); }
+__host__ __device__ static inline int frame_in_ob(const Geo &g)
+{
+    return g.B + (32 + g.L) / (g.L + 1);
+}
 
 /* shared memory of one edge in frame_in_k (elements) */
 static inline size_t frame_in_edge_elems(const Geo &g)

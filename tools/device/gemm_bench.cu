@@ -19,31 +19,25 @@
 #include <cuda_runtime.h>
 #include <vector>
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        if ((x) != 0) {                                                                            \
-            printf("error %d at line %d\n", (int)(x), __LINE__);                                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "bench_util.cuh"
 
 /* the typed cuBLAS calls of src/cuda/cuda_layers.cu's gemm_sb (not GemmEx),
  * so that the kernels timed here are the ones the library gets */
 static cublasStatus_t gsb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                           int n, int k, const float *al, const float *A, int lda, long long sA,
-                          const float *B, int ldb, long long sB, const float *be, float *C,
-                          int ldc, long long sC, int bt)
+                          const float *B, int ldb, long long sB, const float *be, float *C, int ldc,
+                          long long sC, int bt)
 {
-    return cublasSgemmStridedBatched(h, ta, tb, m, n, k, al, A, lda, sA, B, ldb, sB, be, C, ldc,
-                                     sC, bt);
+    return cublasSgemmStridedBatched(h, ta, tb, m, n, k, al, A, lda, sA, B, ldb, sB, be, C, ldc, sC,
+                                     bt);
 }
 static cublasStatus_t gsb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                           int n, int k, const double *al, const double *A, int lda, long long sA,
                           const double *B, int ldb, long long sB, const double *be, double *C,
                           int ldc, long long sC, int bt)
 {
-    return cublasDgemmStridedBatched(h, ta, tb, m, n, k, al, A, lda, sA, B, ldb, sB, be, C, ldc,
-                                     sC, bt);
+    return cublasDgemmStridedBatched(h, ta, tb, m, n, k, al, A, lda, sA, B, ldb, sB, be, C, ldc, sC,
+                                     bt);
 }
 
 static std::vector<double> g_ref; /* the forward's Y in fp64 */
@@ -74,9 +68,6 @@ static void run(const char *name, cublasMath_t mode, int eager, int E, int F, in
     void *flush;
     const size_t fb = 200u << 20;
     CK(cudaMalloc(&flush, fb));
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
     const T one = 1, zero = 0;
     const long long sw = (long long)F * F;
     const int ld = 2 * Q * F;
@@ -84,38 +75,30 @@ static void run(const char *name, cublasMath_t mode, int eager, int E, int F, in
     for (int form = 0; form < 4; form++) {
         static const char *fn[] = {"fwd TN beta0", "vjp NN beta1 (now)", "vjp NN beta0",
                                    "vjp TN beta1 (W^T copy)"};
-        std::vector<float> t;
-        for (int r = 0; r < 23; r++) {
-            cudaMemsetAsync(flush, r, fb);
-            cudaEventRecord(a);
-            if (form == 0) { /* Y = X·Wᵀ: W[m][o][i] */
-                CK(gsb(h, Tt, N, F, E, F, &one, W, F, sw, X, ld, 2LL * F, &zero, Y, ld, 2LL * F,
-                       Q));
-                CK(gsb(h, Tt, N, F, E, F, &one, W + sw, F, sw, X + 3 * F, ld, 2LL * F, &zero,
-                       Y + 3 * F, ld, 2LL * F, Q - 1));
-            } else if (form == 1 || form == 2) {
-                const T *bt = form == 1 ? &one : &zero;
-                CK(gsb(h, N, N, F, E, F, &one, W, F, sw, Y, ld, 2LL * F, bt, X, ld, 2LL * F, Q));
-                CK(gsb(h, N, N, F, E, F, &one, W + sw, F, sw, Y + 3 * F, ld, 2LL * F, bt,
-                       X + 3 * F, ld, 2LL * F, Q - 1));
-            } else { /* Wt[m][i][o]: col-major fout×fin, op T gives W */
-                CK(gsb(h, Tt, N, F, E, F, &one, Wt, F, sw, Y, ld, 2LL * F, &one, X, ld, 2LL * F,
-                       Q));
-                CK(gsb(h, Tt, N, F, E, F, &one, Wt + sw, F, sw, Y + 3 * F, ld, 2LL * F, &one,
-                       X + 3 * F, ld, 2LL * F, Q - 1));
-            }
-            cudaEventRecord(b);
-            cudaEventSynchronize(b);
-            float ms;
-            cudaEventElapsedTime(&ms, a, b);
-            if (r >= 3)
-                t.push_back(ms);
-        }
+        const float tm = time_median(
+            [&] {
+                if (form == 0) { /* Y = X·Wᵀ: W[m][o][i] */
+                    CK(gsb(h, Tt, N, F, E, F, &one, W, F, sw, X, ld, 2LL * F, &zero, Y, ld, 2LL * F,
+                           Q));
+                    CK(gsb(h, Tt, N, F, E, F, &one, W + sw, F, sw, X + 3 * F, ld, 2LL * F, &zero,
+                           Y + 3 * F, ld, 2LL * F, Q - 1));
+                } else if (form == 1 || form == 2) {
+                    const T *bt = form == 1 ? &one : &zero;
+                    CK(gsb(h, N, N, F, E, F, &one, W, F, sw, Y, ld, 2LL * F, bt, X, ld, 2LL * F,
+                           Q));
+                    CK(gsb(h, N, N, F, E, F, &one, W + sw, F, sw, Y + 3 * F, ld, 2LL * F, bt,
+                           X + 3 * F, ld, 2LL * F, Q - 1));
+                } else { /* Wt[m][i][o]: col-major fout×fin, op T gives W */
+                    CK(gsb(h, Tt, N, F, E, F, &one, Wt, F, sw, Y, ld, 2LL * F, &one, X, ld, 2LL * F,
+                           Q));
+                    CK(gsb(h, Tt, N, F, E, F, &one, Wt + sw, F, sw, Y + 3 * F, ld, 2LL * F, &one,
+                           X + 3 * F, ld, 2LL * F, Q - 1));
+                }
+            },
+            flush, fb, 3, 20);
         CK(cudaGetLastError());
-        std::sort(t.begin(), t.end());
         const double flop = 2.0 * E * F * F * (2 * Q - 1);
-        printf("%-12s %-26s %8.3f ms  %6.1f TFLOP/s\n", name, fn[form], t[t.size() / 2],
-               flop / t[t.size() / 2] / 1e9);
+        printf("%-12s %-26s %8.3f ms  %6.1f TFLOP/s\n", name, fn[form], tm, flop / tm / 1e9);
         if (form == 0) { /* Y holds the forward */
             std::vector<T> y(n);
             CK(cudaMemcpy(y.data(), Y, n * sizeof(T), cudaMemcpyDeviceToHost));
@@ -139,8 +122,6 @@ static void run(const char *name, cublasMath_t mode, int eager, int E, int F, in
     cudaFree(W);
     cudaFree(Wt);
     cudaFree(flush);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
     cublasDestroy(h);
 }
 

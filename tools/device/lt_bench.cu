@@ -15,19 +15,7 @@
 #include <cuda_runtime.h>
 #include <vector>
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        if ((x) != 0) {                                                                            \
-            printf("error %d at line %d\n", (int)(x), __LINE__);                                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static float median(std::vector<float> t)
-{
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
+#include "bench_util.cuh"
 
 int main(int argc, char **argv)
 {
@@ -58,33 +46,16 @@ int main(int argc, char **argv)
     void *flush, *ws;
     CK(cudaMalloc(&flush, fb));
     CK(cudaMalloc(&ws, wsb));
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
     cublasHandle_t h;
     CK(cublasCreate(&h));
     const float one = 1, zero = 0;
     const double oned = 1, zerod = 0;
     /* fp64 reference and the plain cuBLAS call */
-    CK(cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &oned, Wd, F, sw, Xd, ld,
-                                 sx, &zerod, Yd, ld, sx, Q));
+    CK(cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &oned, Wd, F, sw, Xd, ld, sx,
+                                 &zerod, Yd, ld, sx, Q));
     std::vector<double> ref(n);
     CK(cudaMemcpy(ref.data(), Yd, n * 8, cudaMemcpyDeviceToHost));
-    auto time_it = [&](auto fn) {
-        std::vector<float> t;
-        for (int r = 0; r < 18; r++) {
-            cudaMemsetAsync(flush, r, fb);
-            cudaEventRecord(a);
-            fn();
-            cudaEventRecord(b);
-            cudaEventSynchronize(b);
-            float ms;
-            cudaEventElapsedTime(&ms, a, b);
-            if (r >= 3)
-                t.push_back(ms);
-        }
-        return median(t);
-    };
+    auto time_it = [&](auto fn) { return time_median(fn, flush, fb, 3, 15); };
     auto err = [&](std::vector<float> &y) {
         double num = 0, den = 0;
         for (size_t k = 0; k < n; k++) {
@@ -105,8 +76,8 @@ int main(int argc, char **argv)
     std::vector<float> y0(n), y1(n);
     CK(cudaMemcpy(y0.data(), Y, n * 4, cudaMemcpyDeviceToHost));
     printf("E=%d F=%d, %d cos slots, fp32, L2 flushed, medians of 15\n", E, F, Q);
-    printf("cublasSgemmStridedBatched   %8.3f ms %6.1f TFLOP/s  rel L2 %.2e\n", tb,
-           flop / tb / 1e9, err(y0));
+    printf("cublasSgemmStridedBatched   %8.3f ms %6.1f TFLOP/s  rel L2 %.2e\n", tb, flop / tb / 1e9,
+           err(y0));
 
     cublasLtHandle_t lt;
     CK(cublasLtCreate(&lt));
