@@ -302,41 +302,62 @@ __global__ void __launch_bounds__(256, 8) frame_atom_k(int64_t N, Geo g, int nro
     }
 }
 
-/* ---- frame_dbar: Dbar[e][l][s][k] += Σ_b rows[b][l²+s]·Xs[e][slot(k)][b(L+1)+l] -----------------
- * The staged rows and slots are padded (strides S+1 and F+1): the lanes of a
- * D̄ sum read 2l+1 different slots at the same feature, which with stride F
- * (a multiple of 32) all fell in one bank. */
+/* ---- the per-edge D̄ sum, shared by frame_dbar_k and pu_vjp_k -------------------------------------
+ * Staged layout: rows sR[b][s] at stride S+1, features sX[slot][f] at stride
+ * F+1 (the lanes of a D̄ sum read 2l+1 different slots at one feature, which
+ * at stride F, a multiple of 32, all fell in one bank). */
+template <typename T>
+__device__ static inline void stage_slots(const Geo &g, const T *Xe, T *sX)
+{
+    for (int q = threadIdx.x; q < g.Q * 2 * g.F; q += blockDim.x) {
+        const int slot = q / g.F;
+        sX[slot * (g.F + 1) + q - slot * g.F] = Xe[q];
+    }
+}
+
+/* Dbar_e[l][s][k] += Σ_b sR[b][l²+s]·sX[slot(k)][b(L+1)+l] */
+template <typename T>
+__device__ static inline void dbar_edge(const Geo &g, const T *sR, const T *sX, T *Dbar_e)
+{
+    const int L1 = g.L + 1, S1 = g.S + 1, F1 = g.F + 1;
+    for (int q = threadIdx.x; q < g.ND; q += blockDim.x) {
+        int l = 0;
+        while (dblock(l + 1) <= q)
+            l++;
+        const int n = 2 * l + 1, r = q - dblock(l), s = r / n, k = r % n;
+        const int ml = l < g.M ? l : g.M;
+        const int m = k >= l ? k - l : l - k, slot = k >= l ? 2 * m : 2 * m + 1;
+        if (m > ml)
+            continue;
+        const T *xs = sX + slot * F1 + l;
+        T acc = 0;
+        for (int b = 0; b < g.B; b++)
+            acc += sR[b * S1 + l * l + s] * xs[b * L1];
+        Dbar_e[q] += acc;
+    }
+}
+
+/* shared memory of frame_dbar_k (without D) and pu_vjp_k (with D), elements */
+static inline size_t dbar_smem_elems(const Geo &g, bool with_d)
+{
+    return (size_t)g.B * (g.S + 1) + (size_t)g.Q * 2 * (g.F + 1) + (with_d ? g.ND : 0);
+}
+
+/* ---- frame_dbar: Dbar[e][l][s][k] += Σ_b rows[b][l²+s]·Xs[e][slot(k)][b(L+1)+l] ----------------- */
 template <typename T>
 __global__ void frame_dbar_k(int64_t E, Geo g, Rows<T> rows, const T *Xs, T *Dbar)
 {
     extern __shared__ unsigned char smraw[];
-    const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1, S1 = g.S + 1, F1 = g.F + 1;
+    const int XE = g.Q * 2 * g.F, BS = g.B * g.S, S1 = g.S + 1;
     T *sR = (T *)smraw, *sX = sR + g.B * S1;
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
         for (int q = threadIdx.x; q < BS; q += blockDim.x) {
             const int b = q / g.S, sidx = q - b * g.S;
             sR[b * S1 + sidx] = row_ptr(rows, e, b, g.C, g.S)[sidx];
         }
-        for (int q = threadIdx.x; q < XE; q += blockDim.x) {
-            const int slot = q / g.F;
-            sX[slot * F1 + q - slot * g.F] = Xs[e * XE + q];
-        }
+        stage_slots(g, Xs + e * XE, sX);
         __syncthreads();
-        for (int q = threadIdx.x; q < g.ND; q += blockDim.x) {
-            int l = 0;
-            while (dblock(l + 1) <= q)
-                l++;
-            const int n = 2 * l + 1, r = q - dblock(l), s = r / n, k = r % n;
-            const int ml = l < g.M ? l : g.M;
-            const int m = k >= l ? k - l : l - k, slot = k >= l ? 2 * m : 2 * m + 1;
-            if (m > ml)
-                continue;
-            const T *xs = sX + slot * F1 + l;
-            T acc = 0;
-            for (int b = 0; b < g.B; b++)
-                acc += sR[b * S1 + l * l + s] * xs[b * L1];
-            Dbar[e * g.ND + q] += acc;
-        }
+        dbar_edge(g, sR, sX, Dbar + e * g.ND);
         __syncthreads();
     }
 }
@@ -354,10 +375,7 @@ __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, 
             const int b = q / g.S;
             sR[b * S1 + q - b * g.S] = Gb[e * BS + q];
         }
-        for (int q = threadIdx.x; q < XE; q += blockDim.x) {
-            const int slot = q / g.F;
-            sX[slot * F1 + q - slot * g.F] = X[e * XE + q];
-        }
+        stage_slots(g, X + e * XE, sX);
         for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
             sD[q] = D[e * g.ND + q];
         __syncthreads();
@@ -378,21 +396,7 @@ __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, 
                 }
             }
         }
-        for (int q = threadIdx.x; q < g.ND; q += blockDim.x) {
-            int l = 0;
-            while (dblock(l + 1) <= q)
-                l++;
-            const int n = 2 * l + 1, r = q - dblock(l), s = r / n, k = r % n;
-            const int ml = l < g.M ? l : g.M;
-            const int m = k >= l ? k - l : l - k, slot = k >= l ? 2 * m : 2 * m + 1;
-            if (m > ml)
-                continue;
-            const T *xs = sX + slot * F1 + l;
-            T acc = 0;
-            for (int b = 0; b < g.B; b++)
-                acc += sR[b * S1 + l * l + s] * xs[b * L1];
-            Dbar[e * g.ND + q] += acc;
-        }
+        dbar_edge(g, sR, sX, Dbar + e * g.ND);
         __syncthreads();
     }
 }
@@ -402,7 +406,7 @@ static void launch_frame_dbar(int64_t E, const Geo &g, const Rows<T> &rows, cons
 {
     if (E <= 0)
         return;
-    const size_t sm = ((size_t)g.B * (g.S + 1) + (size_t)g.Q * 2 * (g.F + 1)) * sizeof(T);
+    const size_t sm = dbar_smem_elems(g, false) * sizeof(T);
     if (!smem_fits(sm, "edge frame VJP (frame_dbar_k)"))
         return;
     smem_allow(frame_dbar_k<T>, sm);
@@ -573,7 +577,7 @@ static void mp_pack_unrotate_vjp(const ecenet_dims *dm, const void *X, const voi
         return;
     const Geo g = geo(dm);
     /* X̄ += select(ḡ·D) on the valid slots; D̄ += ḡᵀ·select⁻¹(X) */
-    const size_t sm = ((size_t)g.B * (g.S + 1) + (size_t)g.Q * 2 * (g.F + 1) + g.ND) * sizeof(T);
+    const size_t sm = dbar_smem_elems(g, true) * sizeof(T);
     if (!smem_fits(sm, "message-passing pack-unrotate VJP (pu_vjp_k)"))
         return;
     smem_allow(pu_vjp_k<T>, sm);
