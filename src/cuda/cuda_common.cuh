@@ -58,22 +58,6 @@ struct State {
 State &state();
 cublasHandle_t blas(int tf32_allowed);
 
-/* True when a kernel's shared memory per block fits this GPU; otherwise the
- * error names the op and both sizes (a model too wide for a kernel's tile
- * must not surface as a generic launch failure). */
-static inline bool smem_fits(size_t bytes, const char *op)
-{
-    const size_t lim = state().smem_optin;
-    if (bytes <= lim)
-        return true;
-    char msg[200];
-    snprintf(msg, sizeof msg,
-             "%s needs %zu bytes of shared memory per block, this GPU allows %zu (model too wide "
-             "for this kernel)",
-             op, bytes, lim);
-    fail(-2, msg, __FILE__, __LINE__);
-    return false;
-}
 
 /* device scalar scratch for reductions (sum, virial): no allocation per op */
 double *reduce_scratch(); /* REDUCE_MAX_BLOCKS * 9 doubles, device */
@@ -99,6 +83,26 @@ template <typename K> static inline void smem_allow(K kernel, size_t bytes)
     if (bytes > 48 * 1024)
         CU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)bytes));
+}
+
+/* For a launch whose shared memory grows with the model: false, with an
+ * error naming the op and both sizes, when it exceeds this GPU's per-block
+ * limit (so a model too wide for a kernel's tile does not surface as a
+ * generic launch failure); otherwise smem_allow. */
+template <typename K> static inline bool smem_ready(K kernel, size_t bytes, const char *op)
+{
+    const size_t lim = state().smem_optin;
+    if (bytes > lim) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "%s needs %zu bytes of shared memory per block, this GPU allows %zu (model too "
+                 "wide for this kernel)",
+                 op, bytes, lim);
+        fail(-2, msg, __FILE__, __LINE__);
+        return false;
+    }
+    smem_allow(kernel, bytes);
+    return true;
 }
 
 /* ---- compact Wigner-D block offset: Σ_{l'<l}(2l'+1)² ------------------------------- */

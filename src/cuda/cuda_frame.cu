@@ -183,9 +183,8 @@ static void launch_frame_in(int64_t E, const Geo &g, const Rows<T> &rows, const 
     int te = (int)((56u << 10) / per);
     te = te < 1 ? 1 : te > 8 ? 8 : te;
     const size_t sm = per * te;
-    if (!smem_fits(sm, "edge frame / rotate-back (frame_in_k)"))
+    if (!smem_ready(frame_in_k<T, ACC>, sm, "edge frame / rotate-back (frame_in_k)"))
         return;
-    smem_allow(frame_in_k<T, ACC>, sm);
     frame_in_k<T, ACC><<<grid_items((E + te - 1) / te), 256, sm>>>(E, g, rows, D, X, te);
     CU_LAUNCHED();
 }
@@ -407,9 +406,8 @@ static void launch_frame_dbar(int64_t E, const Geo &g, const Rows<T> &rows, cons
     if (E <= 0)
         return;
     const size_t sm = dbar_smem_elems(g, false) * sizeof(T);
-    if (!smem_fits(sm, "edge frame VJP (frame_dbar_k)"))
+    if (!smem_ready(frame_dbar_k<T>, sm, "edge frame VJP (frame_dbar_k)"))
         return;
-    smem_allow(frame_dbar_k<T>, sm);
     frame_dbar_k<T><<<grid_items(E), 128, sm>>>(E, g, rows, Xs, Dbar);
     CU_LAUNCHED();
 }
@@ -432,10 +430,9 @@ static void launch_frame_atom(int64_t N, const Geo &g, int nrows, const ecenet_c
     constexpr int TE = sizeof(T) == 4 ? 8 : 4;
     const int th = (nc * g.S + 31) / 32 * 32, nch = (nrows + nc - 1) / nc;
     const size_t sm = ((size_t)2 * g.Q * nc * (g.L + 1) + g.ND) * sizeof(T) * TE;
-    if (!smem_fits(sm, "edge frame VJP (frame_atom_k)"))
-        return;
     auto K = frame_atom_k<T, TE>;
-    smem_allow(K, sm);
+    if (!smem_ready(K, sm, "edge frame VJP (frame_atom_k)"))
+        return;
     K<<<grid_items(N * nch), th, sm>>>(N, g, nrows, nc, l0->ptr, l0->idx, off0,
                                        l1 ? l1->ptr : NULL, l1 ? l1->idx : NULL, off1, Xbar, D,
                                        out);
@@ -555,9 +552,8 @@ static void mp_pack_unrotate_fwd(const ecenet_dims *dm, const void *X, const voi
         return;
     const Geo g = geo(dm);
     const size_t sm = ((size_t)g.Q * 2 * g.F + g.ND) * sizeof(T);
-    if (!smem_fits(sm, "message-passing pack-unrotate (frame_out_k)"))
+    if (!smem_ready(frame_out_k<T>, sm, "message-passing pack-unrotate (frame_out_k)"))
         return;
-    smem_allow(frame_out_k<T>, sm);
     const int th = g.S <= 256 ? 256 / g.S * g.S : g.S; /* a multiple of S */
     if (th > 1024) {
         fail(-2, "message passing: l_max above 31 is not supported by the cuda backend", __FILE__,
@@ -578,9 +574,8 @@ static void mp_pack_unrotate_vjp(const ecenet_dims *dm, const void *X, const voi
     const Geo g = geo(dm);
     /* X̄ += select(ḡ·D) on the valid slots; D̄ += ḡᵀ·select⁻¹(X) */
     const size_t sm = dbar_smem_elems(g, true) * sizeof(T);
-    if (!smem_fits(sm, "message-passing pack-unrotate VJP (pu_vjp_k)"))
+    if (!smem_ready(pu_vjp_k<T>, sm, "message-passing pack-unrotate VJP (pu_vjp_k)"))
         return;
-    smem_allow(pu_vjp_k<T>, sm);
     pu_vjp_k<T><<<grid_items(dm->E), 256, sm>>>(dm->E, g, (const T *)X, (const T *)D,
                                                 (const T *)gbar, (T *)Xbar, (T *)Dbar);
     CU_LAUNCHED();

@@ -208,11 +208,8 @@ static void mlp_fwd_launch(int64_t E, const ecenet_mlp_params *pp, const MlpIO<T
     int tile, wpad;
     size_t sm;
     mlp_tile(p, &tile, &wpad, &sm);
-    if (sm > state().smem_optin) {
-        fail(-2, "mlp: layer too wide for shared memory", __FILE__, __LINE__);
+    if (!smem_ready(mlp_fwd_k<T, MODE>, sm, "mlp (a layer too wide)"))
         return;
-    }
-    smem_allow(mlp_fwd_k<T, MODE>, sm);
     mlp_fwd_k<T, MODE><<<grid_items((E + tile - 1) / tile), 256, sm>>>(E, p, io, tile, wpad, k0,
                                                                        out);
     CU_LAUNCHED();
@@ -228,11 +225,8 @@ static void mlp_vjp_launch(int64_t E, const ecenet_mlp_params *pp, const MlpIO<T
     int tile, wpad;
     size_t sm;
     mlp_tile(p, &tile, &wpad, &sm);
-    if (sm > state().smem_optin) {
-        fail(-2, "mlp: layer too wide for shared memory", __FILE__, __LINE__);
+    if (!smem_ready(mlp_vjp_k<T, MODE>, sm, "mlp (a layer too wide)"))
         return;
-    }
-    smem_allow(mlp_vjp_k<T, MODE>, sm);
     mlp_vjp_k<T, MODE><<<grid_items((E + tile - 1) / tile), 256, sm>>>(E, p, io, tile, wpad,
                                                                        outbar, xbar, z0);
     CU_LAUNCHED();

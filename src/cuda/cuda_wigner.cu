@@ -183,7 +183,7 @@ __global__ void wigner_fwd_k(int64_t E, int L, int ND, const T *cg, const T *d, 
 template <typename T>
 static void wigner_fwd(int64_t E, int L, const void *cg, const void *d, const void *r, void *D)
 {
-    State &s = state();
+    state();
     if (E <= 0)
         return;
     const int ND = dblock(L + 1), wd = fwd_warp_doubles(L);
@@ -191,11 +191,8 @@ static void wigner_fwd(int64_t E, int L, const void *cg, const void *d, const vo
     int wpb = (int)((48 * 1024) / per_warp);
     wpb = wpb < 1 ? 1 : (wpb > 4 ? 4 : wpb);
     const size_t sm = per_warp * wpb;
-    if (sm > s.smem_optin) {
-        fail(-2, "wigner_fwd: l_max too large for shared memory", __FILE__, __LINE__);
+    if (!smem_ready(wigner_fwd_k<T>, sm, "wigner_fwd (l_max too large)"))
         return;
-    }
-    smem_allow(wigner_fwd_k<T>, sm);
     const int64_t nb = (E + wpb - 1) / wpb;
     wigner_fwd_k<T><<<grid_items(nb), 32 * wpb, sm>>>(E, L, ND, (const T *)cg, (const T *)d,
                                                       (const T *)r, (T *)D, wd);
@@ -288,7 +285,7 @@ template <typename T>
 static void wigner_vjp(int64_t E, int L, const void *cg, const void *d, const void *r,
                        const void *D, const void *Dbar, void *dbar)
 {
-    State &s = state();
+    state();
     if (E <= 0 || L < 1)
         return;
     const int ND = dblock(L + 1), wd = vjp_warp_doubles(L);
@@ -296,11 +293,8 @@ static void wigner_vjp(int64_t E, int L, const void *cg, const void *d, const vo
     int wpb = (int)((48 * 1024) / per_warp);
     wpb = wpb < 1 ? 1 : (wpb > 4 ? 4 : wpb);
     const size_t sm = per_warp * wpb;
-    if (sm > s.smem_optin) {
-        fail(-2, "wigner_vjp: l_max too large for shared memory", __FILE__, __LINE__);
+    if (!smem_ready(wigner_vjp_k<T>, sm, "wigner_vjp (l_max too large)"))
         return;
-    }
-    smem_allow(wigner_vjp_k<T>, sm);
     const int64_t nb = (E + wpb - 1) / wpb;
     wigner_vjp_k<T><<<grid_items(nb), 32 * wpb, sm>>>(E, L, ND, (const T *)cg, (const T *)d,
                                                       (const T *)r, (const T *)D,
