@@ -601,10 +601,7 @@ static lin_pair make_linear(tctx *c, int fin, int fout, int Q, int T, int bias, 
     p.d.w = w.d;
     if (c->be->linear_w_t) { /* as the engine uploads it: w transposed per m */
         double *t = hbuf(c, n);
-        for (int m = 0; m < Q; m++)
-            for (int o = 0; o < fout; o++)
-                for (int i = 0; i < fin; i++)
-                    t[((size_t)m * fin + i) * fout + o] = w.h[((size_t)m * fout + o) * fin + i];
+        ecn_linear_transpose(Q, fout, fin, w.h, t);
         p.d.w_t = t_from(c, t, n).d;
     }
     if (bias) {

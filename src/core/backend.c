@@ -40,3 +40,12 @@ const char *ecn_backend_names(void)
 }
 
 const char *ecenet_backends(void) { return ecn_backend_names(); }
+
+void ecn_linear_transpose(int Q, int fout, int fin, const double *w, double *w_t)
+{
+    const size_t fi = (size_t)fin, fo = (size_t)fout;
+    for (size_t m = 0; m < (size_t)Q; m++)
+        for (size_t o = 0; o < fo; o++)
+            for (size_t i = 0; i < fi; i++)
+                w_t[(m * fi + i) * fo + o] = w[(m * fo + o) * fi + i];
+}

@@ -10,6 +10,11 @@ const ecenet_backend *ecn_backend_get(const char *name, int precision);
 /* Comma-separated names of the compiled backends. */
 const char *ecn_backend_names(void);
 
+/* The transposed weights a backend with linear_w_t gets in
+ * ecenet_linear_params.w_t: w[m][o][i] -> w_t[m][i][o], Q matrices of
+ * fout × fin, host arrays. */
+void ecn_linear_transpose(int Q, int fout, int fin, const double *w, double *w_t);
+
 extern const ecenet_backend ecn_ref_backend;   /* src/ref/ref_backend.c */
 #ifdef ECENET_HAVE_OMP
 extern const ecenet_backend ecn_omp_backend_f32;   /* src/omp/omp_backend.c, -DOMP_F32 */

@@ -1,5 +1,6 @@
 /* Upload a model's parameters to a backend (converted to its precision). */
 #include "engine.h"
+#include "backend.h"
 #include "cg.h"
 #include "error.h"
 #include <stdlib.h>
@@ -50,18 +51,13 @@ static ecenet_linear_params up_linear(ecn_engine *eng, const ecenet_linear_param
     d.w_src = up(eng, l->w_src, (size_t)l->T * n);
     d.w_tgt = up(eng, l->w_tgt, (size_t)l->T * n);
     d.w_t = NULL;
-    if (eng->be->linear_w_t && l->w) { /* w[m][o][i] -> w_t[m][i][o] */
-        const double *w = l->w;
+    if (eng->be->linear_w_t && l->w) {
         double *t = malloc(n * sizeof *t);
         if (!t) {
             eng->failed = 1;
             return d;
         }
-        const size_t fi = (size_t)l->fin, fo = (size_t)l->fout;
-        for (size_t m = 0; m < (size_t)l->Q; m++)
-            for (size_t o = 0; o < fo; o++)
-                for (size_t i = 0; i < fi; i++)
-                    t[(m * fi + i) * fo + o] = w[(m * fo + o) * fi + i];
+        ecn_linear_transpose(l->Q, l->fout, l->fin, l->w, t);
         d.w_t = up(eng, t, n);
         free(t);
     }
