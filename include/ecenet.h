@@ -113,11 +113,21 @@ const char *ecenet_ctx_backend(const ecenet_ctx *ctx);
  *                         about one more forward pass of the layers in time.
  *                         0 (default): keep them. Every backend.
  *  ECENET_OPT_CHUNK_EDGES edges per chunk of the low-memory mode (0 = automatic:
- *                         chunks of about 256 MiB of layer activations). */
+ *                         chunks of about 256 MiB of layer activations).
+ *  ECENET_OPT_DEVICE_NLIST 1 (default): on a backend with a device neighbour
+ *                         search (cuda), the edge and neighbour lists are found
+ *                         on the device; only positions, cell and types go up.
+ *                         The lists are the host search's, entry for entry and
+ *                         bit for bit, so results do not change. 0: the host
+ *                         search and an upload of the lists. Computes that ask
+ *                         for atom_energies use the host search (the lists are
+ *                         needed on the host). Other backends accept 0 and 1
+ *                         and always search on the host. */
 typedef enum {
     ECENET_OPT_TF32 = 1,
     ECENET_OPT_LOW_MEMORY = 2,
-    ECENET_OPT_CHUNK_EDGES = 3
+    ECENET_OPT_CHUNK_EDGES = 3,
+    ECENET_OPT_DEVICE_NLIST = 4
 } ecenet_option;
 
 ecenet_status ecenet_ctx_set_option(ecenet_ctx *ctx, ecenet_option option, long value);

@@ -11,7 +11,14 @@
  *    error; upload/download/zero round trips.
  * 3. The TF32 switch (ecn_cuda_set_tf32 / ecn_cuda_tf32): returns the
  *    previous setting, and switching it back gives the same bits as before.
- * 4. Golden case "golden": one golden model (ECENET_CUDA_GOLDEN, default
+ * 4. The device neighbour search (ops.h nlist_count / nlist_fill): on
+ *    periodic, mixed and open systems, small cells with many images, atoms
+ *    outside the cell, both cutoff orders, its lists and groupings equal the
+ *    host's ecn_graph_build entry for entry and its shifts bit for bit (fp64;
+ *    fp32: the host shift rounded to float); a coincident pair asks for the
+ *    host search; ecenet_compute with the device search gives the same bits
+ *    as with the host search, and the host's error for coincident atoms.
+ * 5. Golden case "golden": one golden model (ECENET_CUDA_GOLDEN, default
  *    diamond) in fp64, fp32 and fp32+TF32, two runs each, bitwise equal and
  *    without a CUDA error. Meant for compute-sanitizer runs:
  *      CK_FORK=no CK_RUN_CASE=golden ECENET_CUDA_GOLDEN=diamond \
@@ -26,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "backend.h"
+#include "graph.h"
 #include "model.h"
 #include "test_util.h"
 #ifdef ECENET_HAVE_CUDA
@@ -177,6 +185,283 @@ START_TEST(test_tf32_switch)
 }
 END_TEST
 
+
+/* ---- the device neighbour search ------------------------------------------------------- */
+
+typedef struct {
+    const char *label;
+    size_t n;
+    double cell[9];
+    int pbc[3], has_cell;
+    double rce, rcn;
+    double outside; /* atoms moved by this many cell vectors (wrap offsets) */
+} nl_case;
+
+static const nl_case NL_CASES[] = {
+    {"cubic 12 A, 150 atoms", 150, {12, 0, 0, 0, 12, 0, 0, 0, 12}, {1, 1, 1}, 1, 5.0, 4.0, 0},
+    {"triclinic, atoms outside", 60, {7.1, 0, 0, 1.3, 6.4, 0, -0.9, 1.1, 6.9}, {1, 1, 1}, 1, 5.0, 4.0, 1.7},
+    {"tiny cell, many images", 3, {2.1, 0, 0, 0.4, 2.3, 0, 0.2, -0.3, 2.2}, {1, 1, 1}, 1, 5.0, 4.5, -2.3},
+    {"one atom, self images", 1, {3.0, 0, 0, 0, 3.2, 0, 0, 0, 2.9}, {1, 1, 1}, 1, 4.0, 5.0, 0},
+    {"slab (pbc 1 1 0)", 80, {9.0, 0, 0, 0, 9.5, 0, 0, 0, 14.0}, {1, 1, 0}, 1, 5.0, 4.0, 0.6},
+    {"open cluster", 70, {0}, {0, 0, 0}, 0, 5.0, 4.0, 0},
+    {"nb cutoff larger", 100, {10, 0, 0, 0, 11, 0, 0, 0, 10.5}, {1, 1, 1}, 1, 3.0, 4.5, 0},
+};
+#define N_NL_CASES ((int)(sizeof NL_CASES / sizeof NL_CASES[0]))
+
+static void nl_positions(const nl_case *c, double *pos, uint64_t seed)
+{
+    tu_rng_seed(seed);
+    if (c->has_cell && c->n > 1) {
+        tu_random_positions(pos, c->n, 0.0, c->cell, 0.9);
+    } else if (c->has_cell) {
+        pos[0] = 0.3, pos[1] = 0.2, pos[2] = 0.1;
+    } else {
+        tu_random_positions(pos, c->n, 9.0, NULL, 1.0);
+    }
+    /* every third atom moved by a fraction of the cell: non-zero wrap offsets */
+    for (size_t i = 0; c->outside != 0.0 && i < c->n; i += 3)
+        for (int k = 0; k < 3; k++)
+            pos[3 * i + k] += c->outside * (c->cell[k] + c->cell[3 + k] + (c->pbc[2] ? c->cell[6 + k] : 0.0));
+}
+
+static int32_t *dl_idx(const ecenet_backend *be, const int32_t *d, int64_t n)
+{
+    int32_t *h = malloc((size_t)(n + 1) * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    be->download_idx(h, d, (size_t)n);
+    return h;
+}
+
+static void nl_same_i32(const char *what, const char *label, const int32_t *host, const int32_t *dev,
+                        int64_t n)
+{
+    for (int64_t k = 0; k < n; k++)
+        ck_assert_msg(host[k] == dev[k], "%s: %s[%lld]: host %d, device %d", label, what,
+                      (long long)k, (int)host[k], (int)dev[k]);
+}
+
+/* One list: device arrays (backend memory), downloaded and compared. */
+static void nl_compare_list(const ecenet_backend *be, const char *label, const char *name,
+                            const ecn_pairlist *h, int64_t N, const ecenet_nlist_out *o,
+                            const int32_t *types)
+{
+    char what[64];
+    int32_t *a;
+#define CMP(field, host, len)                                                              \
+    do {                                                                                   \
+        snprintf(what, sizeof what, "%s." #field, name);                                   \
+        a = dl_idx(be, o->field, len);                                                     \
+        nl_same_i32(what, label, host, a, len);                                            \
+        free(a);                                                                           \
+    } while (0)
+    CMP(src, h->src, h->n);
+    CMP(dst, h->dst, h->n);
+    CMP(src_ptr, h->src_ptr, N + 1);
+    CMP(src_idx, h->src_idx, h->n);
+    CMP(dst_ptr, h->dst_ptr, N + 1);
+    CMP(dst_idx, h->dst_idx, h->n);
+#undef CMP
+    if (o->tsrc) {
+        int32_t *ts = dl_idx(be, o->tsrc, h->n), *td = dl_idx(be, o->tdst, h->n);
+        for (int64_t k = 0; k < h->n; k++)
+            ck_assert_msg(ts[k] == types[h->src[k]] && td[k] == types[h->dst[k]],
+                          "%s: %s types of entry %lld", label, name, (long long)k);
+        free(ts);
+        free(td);
+    }
+    double *sh = malloc((size_t)(3 * h->n + 1) * sizeof *sh);
+    ck_assert_ptr_nonnull(sh);
+    be->download(sh, o->shift, (size_t)(3 * h->n));
+    for (int64_t k = 0; k < 3 * h->n; k++) {
+        const double want = be->precision == ECENET_F64 ? h->shift[k] : (double)(float)h->shift[k];
+        ck_assert_msg(memcmp(&want, &sh[k], sizeof want) == 0,
+                      "%s: %s shift[%lld][%lld]: host %.17g, device %.17g", label, name,
+                      (long long)(k / 3), (long long)(k % 3), want, sh[k]);
+    }
+    free(sh);
+}
+
+static void nl_alloc_list(const ecenet_backend *be, int64_t m, int64_t N, int types,
+                          ecenet_nlist_out *o)
+{
+    const size_t b = (size_t)(m + 1) * sizeof(int32_t), bp = (size_t)(N + 1) * sizeof(int32_t);
+    o->src = be->alloc(b);
+    o->dst = be->alloc(b);
+    o->tsrc = types ? be->alloc(b) : NULL;
+    o->tdst = types ? be->alloc(b) : NULL;
+    o->shift = be->alloc((size_t)(3 * m + 1) * be->real_size);
+    o->src_ptr = be->alloc(bp);
+    o->src_idx = be->alloc(b);
+    o->dst_ptr = be->alloc(bp);
+    o->dst_idx = be->alloc(b);
+    ck_assert(o->src && o->dst && o->shift && o->src_ptr && o->src_idx && o->dst_ptr && o->dst_idx);
+    ck_assert(!types || (o->tsrc && o->tdst));
+}
+
+static void nl_free_list(const ecenet_backend *be, ecenet_nlist_out *o)
+{
+    void *p[9] = {o->src, o->dst, o->tsrc, o->tdst, o->shift, o->src_ptr, o->src_idx, o->dst_ptr,
+                  o->dst_idx};
+    for (int k = 0; k < 9; k++)
+        if (p[k])
+            be->release(p[k]);
+}
+
+/* The device lists of one system against the host's: 1 if compared, 0 when
+ * the device asked for the host search (fallback). */
+static int nl_check_system(const ecenet_backend *be, const char *label, size_t N, const double *pos,
+                           const double *cell, const int pbc[3], double rce, double rcn)
+{
+    char err[512];
+    ecn_graph hg, dg;
+    memset(&dg, 0, sizeof dg);
+    ck_assert_msg(ecn_graph_build(N, pos, cell, pbc, rce, rcn, &hg, err, sizeof err) == ECENET_OK,
+                  "%s: host graph: %s", label, err);
+    ecenet_nlist s;
+    ck_assert_msg(ecn_graph_setup(N, pos, cell, pbc, rce, rcn, &dg, &s, err, sizeof err) ==
+                      ECENET_OK,
+                  "%s: set-up: %s", label, err);
+    ecenet_nlist_counts c;
+    ck_assert_int_eq(be->nlist_count(&s, &c), 0);
+    check_no_cuda_error(label);
+    ck_assert_int_eq(c.fallback, 0);
+    ck_assert_msg(c.n_edges == hg.edges.n && c.n_nb == hg.nb.n,
+                  "%s: device counts %lld edges, %lld pairs; host %lld, %lld", label,
+                  (long long)c.n_edges, (long long)c.n_nb, (long long)hg.edges.n, (long long)hg.nb.n);
+    int32_t *types = malloc(N * sizeof *types);
+    ck_assert_ptr_nonnull(types);
+    for (size_t i = 0; i < N; i++)
+        types[i] = (int32_t)(i % 3);
+    int32_t *dtypes = be->alloc(N * sizeof *dtypes);
+    be->upload_idx(dtypes, types, N);
+    ecenet_nlist_out eo, no;
+    nl_alloc_list(be, c.n_edges, (int64_t)N, 1, &eo);
+    nl_alloc_list(be, c.n_nb, (int64_t)N, 0, &no);
+    be->nlist_fill(&s, dtypes, &eo, &no);
+    check_no_cuda_error(label);
+    nl_compare_list(be, label, "edges", &hg.edges, (int64_t)N, &eo, types);
+    nl_compare_list(be, label, "nb", &hg.nb, (int64_t)N, &no, NULL);
+    nl_free_list(be, &eo);
+    nl_free_list(be, &no);
+    be->release(dtypes);
+    free(types);
+    ecn_graph_free(&hg);
+    ecn_graph_free(&dg);
+    return 1;
+}
+
+START_TEST(test_nlist_lists)
+{
+    const ecenet_backend *be = get_backend(_i);
+    ck_assert(be->nlist_count != NULL && be->nlist_fill != NULL && be->download_idx != NULL);
+    for (int k = 0; k < N_NL_CASES; k++) {
+        const nl_case *c = &NL_CASES[k];
+        double *pos = malloc(3 * c->n * sizeof *pos);
+        ck_assert_ptr_nonnull(pos);
+        for (uint64_t seed = 1; seed <= 2; seed++) {
+            nl_positions(c, pos, 100 * (uint64_t)k + seed);
+            char label[128];
+            snprintf(label, sizeof label, "cuda %s, %s (seed %llu)", CONFIGS[_i].label, c->label,
+                     (unsigned long long)seed);
+            nl_check_system(be, label, c->n, pos, c->has_cell ? c->cell : NULL, c->pbc, c->rce,
+                            c->rcn);
+        }
+        free(pos);
+    }
+    /* the golden structures */
+    static const char *gold[] = {"diamond", "ethanol"};
+    for (int g = 0; g < 2; g++) {
+        structure s;
+        load_structure(gold[g], &s);
+        const int pbc[3] = {s.periodic, s.periodic, s.periodic};
+        char label[128];
+        snprintf(label, sizeof label, "cuda %s, golden %s", CONFIGS[_i].label, gold[g]);
+        nl_check_system(be, label, s.N, s.pos, s.periodic ? s.cell : NULL, pbc, 5.0, 4.0);
+        free_structure(&s);
+    }
+    /* a coincident pair (through an image): the device asks for the host search */
+    {
+        const double cell[9] = {6, 0, 0, 0, 6, 0, 0, 0, 6};
+        const double pos[6] = {0.5, 0.5, 0.5, 6.5, 0.5, 0.5};
+        const int pbc[3] = {1, 1, 1};
+        char err[512];
+        ecn_graph dg;
+        memset(&dg, 0, sizeof dg);
+        ecenet_nlist s;
+        ck_assert_int_eq(ecn_graph_setup(2, pos, cell, pbc, 5.0, 4.0, &dg, &s, err, sizeof err),
+                         ECENET_OK);
+        ecenet_nlist_counts c;
+        ck_assert_int_eq(be->nlist_count(&s, &c), 0);
+        ck_assert_msg(c.fallback == 1, "coincident atoms: fallback %d", c.fallback);
+        ecn_graph_free(&dg);
+    }
+    check_no_cuda_error("nlist");
+    printf("cuda %-8s device neighbour lists equal the host's (%d systems x 2 seeds + 2 golden), "
+           "coincident pair -> host search\n",
+           CONFIGS[_i].label, N_NL_CASES);
+}
+END_TEST
+
+/* Through the public API: the device search gives the host search's bits,
+ * and coincident atoms give the host's error. */
+START_TEST(test_nlist_compute)
+{
+    const ecenet_backend *be = get_backend(_i);
+    ecenet_model *m = load_model("diamond");
+    structure s;
+    load_structure("diamond", &s);
+    result r[2];
+    for (int dev = 0; dev < 2; dev++) {
+        char err[1024];
+        ecenet_ctx *ctx = NULL;
+        ck_assert_msg(ecenet_ctx_create(m, "cuda", (ecenet_precision)be->precision, &ctx, err,
+                                        sizeof err) == ECENET_OK,
+                      "cuda: %s", err);
+        ck_assert_int_eq(ecenet_ctx_set_option(ctx, ECENET_OPT_DEVICE_NLIST, dev), ECENET_OK);
+        if (CONFIGS[_i].tf32)
+            ck_assert_int_eq(ecenet_ctx_set_option(ctx, ECENET_OPT_TF32, 1), ECENET_OK);
+        r[dev].forces = malloc(3 * s.N * sizeof(double));
+        ck_assert_ptr_nonnull(r[dev].forces);
+        ecenet_system sys = {s.N, s.pos, s.numbers, s.cell, {1, 1, 1}};
+        ecenet_outputs out = {&r[dev].energy, r[dev].forces, 3 * s.N, r[dev].stress, 6,
+                              NULL, 0, NULL, 0};
+        ck_assert_msg(ecenet_compute(ctx, &sys, &out) == ECENET_OK, "cuda: %s",
+                      ecenet_ctx_error(ctx));
+        if (dev) {
+            /* atom 1 onto atom 0's image: the host search's message */
+            double *p2 = malloc(3 * s.N * sizeof *p2);
+            ck_assert_ptr_nonnull(p2);
+            memcpy(p2, s.pos, 3 * s.N * sizeof *p2);
+            for (int k = 0; k < 3; k++)
+                p2[3 + k] = s.pos[k] + s.cell[k];
+            ecenet_system bad = {s.N, p2, s.numbers, s.cell, {1, 1, 1}};
+            ck_assert_int_eq(ecenet_compute(ctx, &bad, &out), ECENET_ERR_INPUT);
+            ck_assert_msg(strstr(ecenet_ctx_error(ctx), "atoms 0 and 1 coincide") != NULL,
+                          "coincident atoms: '%s'", ecenet_ctx_error(ctx));
+            printf("cuda %-8s device search, coincident atoms: %s\n", CONFIGS[_i].label,
+                   ecenet_ctx_error(ctx));
+            free(p2);
+            /* and the context works again */
+            double e2 = 0.0;
+            ecenet_outputs o2 = {&e2, NULL, 0, NULL, 0, NULL, 0, NULL, 0};
+            ck_assert_int_eq(ecenet_compute(ctx, &sys, &o2), ECENET_OK);
+            ck_assert(memcmp(&e2, &r[dev].energy, sizeof e2) == 0);
+        }
+        ecenet_ctx_free(ctx);
+    }
+    check_no_cuda_error("nlist compute");
+    ck_assert_msg(same_bits(&r[0], &r[1], &s),
+                  "cuda %s: device search vs host search: energy %.17g vs %.17g",
+                  CONFIGS[_i].label, r[1].energy, r[0].energy);
+    printf("cuda %-8s diamond: device and host neighbour search give the same bits (E %.17g)\n",
+           CONFIGS[_i].label, r[0].energy);
+    for (int k = 0; k < 2; k++)
+        free(r[k].forces);
+    free_structure(&s);
+    ecenet_model_free(m);
+}
+END_TEST
+
 /* One golden case (ECENET_CUDA_GOLDEN, default diamond), two runs, bitwise
  * equal and without a CUDA error: small enough for compute-sanitizer. */
 START_TEST(test_golden)
@@ -258,6 +543,11 @@ int main(void)
     tcase_set_timeout(tf, 600);
     tcase_add_test(tf, test_tf32_switch);
     suite_add_tcase(s, tf);
+    TCase *nl = tcase_create("nlist");
+    tcase_set_timeout(nl, 600);
+    tcase_add_loop_test(nl, test_nlist_lists, 0, 2); /* f64, f32 */
+    tcase_add_loop_test(nl, test_nlist_compute, 0, N_CONFIGS);
+    suite_add_tcase(s, nl);
     TCase *gold = tcase_create("golden");
     tcase_set_timeout(gold, 600);
     tcase_add_loop_test(gold, test_golden, 0, N_CONFIGS);

@@ -270,7 +270,7 @@ static void run_stepwise(const char *name)
     ecn_engine *eng = NULL;
     ck_assert_int_eq(ecn_engine_create(m, &ecn_ref_backend, &eng, err, sizeof err), ECENET_OK);
     double *grad = malloc((size_t)(3 * N) * sizeof *grad), virial[9];
-    ecn_step_in in = {(size_t)N, pos, types, &g};
+    ecn_step_in in = {(size_t)N, pos, types, &g, NULL};
     ecn_step_out out;
     memset(&out, 0, sizeof out);
     out.grad = grad;

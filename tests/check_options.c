@@ -144,7 +144,7 @@ static size_t workspace_of(const ecenet_model *m, const structure *s, int low_me
                   "%s", err);
     ecn_engine_set_low_memory(eng, low_memory, 16);
     double grad[3 * MAXN];
-    ecn_step_in in = {s->n, s->pos, types, &g};
+    ecn_step_in in = {s->n, s->pos, types, &g, NULL};
     ecn_step_out out;
     memset(&out, 0, sizeof out);
     out.grad = grad;
@@ -184,6 +184,12 @@ START_TEST(test_option_errors)
     ck_assert_msg(strstr(ecenet_ctx_error(ctx), "ECENET_OPT_LOW_MEMORY"), "message: %s",
                   ecenet_ctx_error(ctx));
     ck_assert_int_eq(ecenet_ctx_set_option(ctx, ECENET_OPT_CHUNK_EDGES, -1), ECENET_ERR_ARGUMENT);
+    /* the device search: 0/1 on every backend (ref always searches on the host) */
+    ck_assert_int_eq(ecenet_ctx_set_option(ctx, ECENET_OPT_DEVICE_NLIST, 0), ECENET_OK);
+    ck_assert_int_eq(ecenet_ctx_set_option(ctx, ECENET_OPT_DEVICE_NLIST, 1), ECENET_OK);
+    ck_assert_int_eq(ecenet_ctx_set_option(ctx, ECENET_OPT_DEVICE_NLIST, 2), ECENET_ERR_ARGUMENT);
+    ck_assert_msg(strstr(ecenet_ctx_error(ctx), "ECENET_OPT_DEVICE_NLIST"), "message: %s",
+                  ecenet_ctx_error(ctx));
     ck_assert_int_eq(ecenet_ctx_set_option(ctx, (ecenet_option)99, 1), ECENET_ERR_ARGUMENT);
     ck_assert_msg(strstr(ecenet_ctx_error(ctx), "unknown option 99"), "message: %s",
                   ecenet_ctx_error(ctx));

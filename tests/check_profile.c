@@ -81,7 +81,7 @@ START_TEST(test_accounting)
             memset(&prof, 0, sizeof prof);
             double grad[3 * 64];
             for (int joint = 0; joint < 2; joint++) {
-                ecn_step_in in = {b.n, b.pos, b.types, &g};
+                ecn_step_in in = {b.n, b.pos, b.types, &g, NULL};
                 ecn_step_out out;
                 memset(&out, 0, sizeof out);
                 out.prof = &prof;
@@ -182,7 +182,7 @@ START_TEST(test_fused_matches_unfused)
             memset(cap, 0, sizeof cap);
             for (int fused = 0; fused < 2; fused++) {
                 ecn_engine_set_fused(eng, fused);
-                ecn_step_in in = {b.n, b.pos, b.types, &g};
+                ecn_step_in in = {b.n, b.pos, b.types, &g, NULL};
                 ecn_step_out out;
                 memset(&out, 0, sizeof out);
                 out.trace = on_trace;

@@ -371,7 +371,7 @@ static void trace_scores(const ecenet_model *m, const structure *s, const double
         types[i] = ecenet_model_type_of(m, s->z[i]);
     ecn_engine *eng = NULL;
     ck_assert_int_eq(ecn_engine_create(m, &ecn_ref_backend, &eng, err, sizeof err), ECENET_OK);
-    ecn_step_in in = {s->n, pos, types, g};
+    ecn_step_in in = {s->n, pos, types, g, NULL};
     ecn_step_out out;
     memset(&out, 0, sizeof out);
     out.trace = on_trace;

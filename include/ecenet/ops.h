@@ -102,6 +102,54 @@ typedef struct {
 
 typedef const int32_t *ecenet_idx;
 
+/* The neighbour search on a device (optional entries nlist_count/fill): the
+ * host's cell-list set-up (src/core/graph_search.h, ecn_search; O(N + bins),
+ * all HOST memory), from which the device finds the same lists, in the same
+ * order and with the same bits, as the host's ecn_graph_build
+ * (src/core/graph.h). */
+typedef struct {
+    int64_t n;                   /* atoms, >= 1 */
+    const double *pos;           /* (n,3) original positions */
+    const int64_t *off;          /* (n,3) integer wrap offsets */
+    const double *wbin;          /* (n,3) wrapped positions, bin order */
+    const int32_t *bin_atoms;    /* (n) atoms in bin order */
+    const int32_t *atom_bin;     /* (n) bin of each atom */
+    int32_t n_bins;
+    const int32_t *bin_start;    /* (n_bins+1) */
+    const int64_t *bin_coord;    /* (n_bins,3) integer bin coordinates */
+    uint64_t hash_mask;          /* occupied bins: hash of bin key -> id */
+    const uint64_t *hash_keys;   /* (hash_mask+1) key + 1, 0 = empty */
+    const int32_t *hash_ids;     /* (hash_mask+1) */
+    double C[9];                 /* lattice rows of the shifts (zeros if none) */
+    int per[3], no_off;
+    int64_t nbin[3], span[3], width[3], visits;
+    double rs2, q_max, q_edge, q_nb, q_coin; /* prefilter and exact thresholds */
+    int64_t mlo[3];              /* key layout (graph_search.c) */
+    uint64_t mmask[3];
+    int mshift[3], dshift;
+    int use_mtab;                /* shifts of the m fields tabulated in mtab */
+    const double *mtab;          /* (mtab_mask+1, 3) */
+    uint64_t mtab_mask;
+} ecenet_nlist;
+
+/* Totals of a device search. fallback: the lists cannot be built on the
+ * device (a coincident pair, or a list over INT32_MAX entries): the caller
+ * builds them on the host, which gives the error message. */
+typedef struct {
+    int64_t n_edges, n_nb;
+    int fallback;
+} ecenet_nlist_counts;
+
+/* One list in backend memory, written by nlist_fill: src/dst (n), the
+ * Cartesian shifts (n,3) in the backend's precision, the groupings by source
+ * and by destination (graph.h), and for the edge list the types of both
+ * endpoints (tsrc/tdst, NULL for the neighbour pairs). */
+typedef struct {
+    int32_t *src, *dst, *tsrc, *tdst;
+    void *shift;
+    int32_t *src_ptr, *src_idx, *dst_ptr, *dst_idx;
+} ecenet_nlist_out;
+
 /* Offset of Γ_l (l >= 2) in the packed real Clebsch-Gordan table passed to
  * wigner_fwd/vjp: Γ_l is (3(2l-1)) x (2l+1), row a*(2l-1)+b (a: D¹ index). */
 static inline int ecenet_cg_offset(int l)
@@ -281,6 +329,17 @@ typedef struct ecenet_backend {
      * (ecenet_linear_params.w_t); cuda's VJP GEMM is faster on that layout.
      * (Last, so that the entries above keep their offsets.) */
     int linear_w_t;
+
+    /* Optional (NULL if absent; after linear_w_t, so the offsets above are
+     * kept). download_idx: backend int32 -> host. The device neighbour
+     * search: nlist_count searches and returns the totals (it may keep
+     * scratch of its own between the two calls; 0, or -1 out of memory);
+     * nlist_fill, with the same s, writes both lists and the groupings
+     * (types: (n) backend memory). */
+    void (*download_idx)(int32_t *dst, const int32_t *src, size_t count);
+    int (*nlist_count)(const ecenet_nlist *s, ecenet_nlist_counts *c);
+    void (*nlist_fill)(const ecenet_nlist *s, ecenet_idx types, const ecenet_nlist_out *edges,
+                       const ecenet_nlist_out *nb);
 } ecenet_backend;
 
 #ifdef __cplusplus

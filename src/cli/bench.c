@@ -22,9 +22,13 @@ const char ecn_bench_usage[] =
     "                    [--chunk-edges N]\n"
     "\n"
     "Times the forward (energy) and the joint energy+forces step of each\n"
-    "backend in LIST (comma separated NAME[:f64|f32|tf32][+lowmem], default:\n"
-    "every compiled backend in every precision it has; tf32 = f32 with TF32\n"
-    "GEMMs, +lowmem = the low-memory mode) on a rattled N×N×N cubic diamond box\n"
+    "backend in LIST (comma separated NAME[:f64|f32|tf32][+lowmem][+nlist|+hostnl],\n"
+    "default: every compiled backend in every precision it has; tf32 = f32 with\n"
+    "TF32 GEMMs, +lowmem = the low-memory mode; by default the neighbour list is\n"
+    "built once, outside the timing; +nlist = each timed step searches it again,\n"
+    "on the device where the backend can (cuda), else on the host; +hostnl = each\n"
+    "timed step searches on the host and uploads the lists) on a rattled N×N×N\n"
+    "cubic diamond box\n"
     "(a = 3.567 A, sigma = 0.05 A, seeded), side by side in one process. Prints\n"
     "medians, ns per edge, parameter and workspace memory, and ratios against\n"
     "the first backend. Threads: OMP_NUM_THREADS. No model file or data needed.\n"
@@ -42,7 +46,7 @@ const char ecn_bench_usage[] =
 
 typedef struct {
     char name[32];
-    int prec, tf32, lowmem;
+    int prec, tf32, lowmem, nl; /* nl: 0 graph built once, 1 +nlist, 2 +hostnl */
     double fwd, joint, energy, fmax_diff;
     size_t params, ws;
     int ok;
@@ -73,8 +77,8 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 
 /* One backend: median forward and joint times; forces kept for comparison. */
 static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, size_t n,
-                    const double *pos, const int32_t *types, int n_warmup, int n_time,
-                    int chunk, double *forces)
+                    const double *pos, const double *cell, const int32_t *types, int n_warmup,
+                    int n_time, int chunk, double *forces)
 {
     const ecenet_backend *be = ecn_backend_get(row->name, row->prec);
     if (!be) {
@@ -92,14 +96,36 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
     }
     ecn_engine_set_low_memory(eng, row->lowmem, chunk);
     double tf[MAX_RUNS], tj[MAX_RUNS];
-    ecn_step_in in = {n, pos, types, g};
+    ecn_step_in in = {n, pos, types, g, NULL};
+    /* +nlist / +hostnl: the search inside every timed step, on a graph of
+     * this row's own (memory reused from step to step, as in an MD loop) */
+    const int pbc[3] = {1, 1, 1};
+    const double rce = m->cfg.r_cut_edge, rcn = m->cfg.r_cut_neighbor;
+    const int dev = row->nl == 1 && be->nlist_count && be->nlist_fill;
+    ecn_graph own;
+    ecenet_nlist setup;
+    memset(&own, 0, sizeof own);
     for (int joint = 0; joint < 2; joint++)
         for (int it = 0; it < n_warmup + n_time; it++) {
             ecn_step_out out;
             memset(&out, 0, sizeof out);
             out.grad = joint ? forces : NULL;
             double t0 = ecn_synth_now();
-            if (ecn_step(eng, &in, &out, row->err, sizeof row->err) != ECENET_OK) {
+            ecenet_status st = ECENET_OK;
+            if (dev) {
+                st = ecn_graph_setup(n, pos, cell, pbc, rce, rcn, &own, &setup, row->err,
+                                     sizeof row->err);
+                in.graph = NULL;
+                in.nlist = &setup;
+            } else if (row->nl) {
+                st = ecn_graph_rebuild(n, pos, cell, pbc, rce, rcn, &own, row->err,
+                                       sizeof row->err);
+                in.graph = &own;
+            }
+            if (st == ECENET_OK)
+                st = ecn_step(eng, &in, &out, row->err, sizeof row->err);
+            if (st != ECENET_OK) {
+                ecn_graph_free(&own);
                 ecn_engine_free(eng);
                 return;
             }
@@ -113,6 +139,7 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
     row->params = ecn_engine_param_bytes(eng);
     row->ws = ecn_engine_workspace_bytes(eng);
     row->ok = 1;
+    ecn_graph_free(&own);
     ecn_engine_free(eng);
 }
 
@@ -216,16 +243,27 @@ int ecn_cmd_bench(int argc, char **argv)
         snprintf(buf, sizeof buf, "%s", names);
     }
     for (char *tok = strtok(buf, ","); tok && nrows < 16; tok = strtok(NULL, ",")) {
-        char *plus = strchr(tok, '+');
-        int lowmem = 0, tf32 = 0;
-        if (plus) {
+        char *plus = strchr(tok, '+'), *mode = plus ? plus + 1 : NULL;
+        int lowmem = 0, tf32 = 0, nl = 0;
+        if (plus)
             *plus = '\0';
-            if (strcmp(plus + 1, "lowmem")) {
-                fprintf(stderr, "ecenet bench: bad mode '+%s' (+lowmem)\n", plus + 1);
+        while (mode) {
+            char *next = strchr(mode, '+');
+            if (next)
+                *next++ = '\0';
+            if (!strcmp(mode, "lowmem")) {
+                lowmem = 1;
+            } else if (!strcmp(mode, "nlist") && !nl) {
+                nl = 1;
+            } else if (!strcmp(mode, "hostnl") && !nl) {
+                nl = 2;
+            } else {
+                fprintf(stderr, "ecenet bench: bad mode '+%s' (+lowmem, +nlist or +hostnl)\n",
+                        mode);
                 rc = 2;
                 goto done;
             }
-            lowmem = 1;
+            mode = next;
         }
         char *colon = strchr(tok, ':');
         int precs[2] = {ECENET_F64, ECENET_F32}, np = 2;
@@ -253,6 +291,7 @@ int ecn_cmd_bench(int argc, char **argv)
             rows[nrows].prec = precs[q];
             rows[nrows].tf32 = tf32;
             rows[nrows].lowmem = lowmem;
+            rows[nrows].nl = nl;
             nrows++;
         }
     }
@@ -272,10 +311,10 @@ int ecn_cmd_bench(int argc, char **argv)
            "dE/E 1st", "dF/Fmax 1st");
     for (int k = 0; k < nrows; k++) {
         bench_row *r = &rows[k];
-        run_one(r, m, &g, n, pos, types, n_warmup, n_time, chunk, k == 0 ? f0 : forces);
-        char pn[16];
-        snprintf(pn, sizeof pn, "%s%s", r->prec == ECENET_F64 ? "f64" : r->tf32 ? "tf32" : "f32",
-                 r->lowmem ? "+lowmem" : "");
+        run_one(r, m, &g, n, pos, cell, types, n_warmup, n_time, chunk, k == 0 ? f0 : forces);
+        char pn[32];
+        snprintf(pn, sizeof pn, "%s%s%s", r->prec == ECENET_F64 ? "f64" : r->tf32 ? "tf32" : "f32",
+                 r->lowmem ? "+lowmem" : "", r->nl == 1 ? "+nlist" : r->nl == 2 ? "+hostnl" : "");
         if (!r->ok) {
             printf("%-8s %-11s  failed: %s\n", r->name, pn, r->err);
             continue;

@@ -298,7 +298,7 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
         goto done;
     }
     ecn_engine_set_low_memory(eng, o->lowmem, 0);
-    ecn_step_in in = {n, pos, types, &g};
+    ecn_step_in in = {n, pos, types, &g, NULL};
     lines_t fwd = {store, 0}, unf = {store + MAX_LINES, 0}, jnt = {store + 2 * MAX_LINES, 0};
     double tf[MAX_RUNS], tj[MAX_RUNS], tu[MAX_RUNS];
     const int fused = be->layer_fwd != NULL;

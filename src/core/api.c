@@ -15,6 +15,7 @@ struct ecenet_ctx {
     const ecenet_model *model;
     ecn_engine *engine;
     ecn_graph graph; /* kept between computes: the rebuild reuses its memory */
+    int device_nlist; /* ECENET_OPT_DEVICE_NLIST */
     char err[ERR_LEN];
 };
 
@@ -71,6 +72,7 @@ ecenet_status ecenet_ctx_create(const ecenet_model *model, const char *backend,
     if (!c)
         return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory");
     c->model = model;
+    c->device_nlist = 1;
     ecenet_status st = ecn_engine_create(model, be, &c->engine, err, err_len);
     if (st != ECENET_OK) {
         free(c);
@@ -117,6 +119,12 @@ ecenet_status ecenet_ctx_set_option(ecenet_ctx *ctx, ecenet_option option, long 
             return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_ARGUMENT,
                             "ECENET_OPT_LOW_MEMORY: value %ld, expected 0 or 1", value);
         ecn_engine_set_low_memory(ctx->engine, (int)value, ctx->engine->chunk_edges);
+        return ECENET_OK;
+    case ECENET_OPT_DEVICE_NLIST:
+        if (value != 0 && value != 1)
+            return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_ARGUMENT,
+                            "ECENET_OPT_DEVICE_NLIST: value %ld, expected 0 or 1", value);
+        ctx->device_nlist = (int)value;
         return ECENET_OK;
     case ECENET_OPT_CHUNK_EDGES:
         if (value < 0 || value > INT32_MAX)
@@ -207,11 +215,19 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
     ecn_graph *g = &ctx->graph;
     double *per_edge = NULL;
     ecenet_status st = check_args(ctx, s, o, types);
-    if (st == ECENET_OK) {
-        const int nopbc[3] = {0, 0, 0};
-        st = ecn_graph_rebuild(n, s->positions, s->cell, s->cell ? s->pbc : nopbc,
-                               m->cfg.r_cut_edge, m->cfg.r_cut_neighbor, g, ctx->err, ERR_LEN);
-    }
+    const ecenet_backend *be = ecn_engine_backend(ctx->engine);
+    const int nopbc[3] = {0, 0, 0};
+    const int *pbc = s && s->cell ? s->pbc : nopbc;
+    /* the device search where the backend has one (ops.h), else the host's */
+    ecenet_nlist setup;
+    const int dev = st == ECENET_OK && ctx->device_nlist && be->nlist_count && be->nlist_fill &&
+                    !o->atom_energies && n > 0;
+    if (st == ECENET_OK && dev)
+        st = ecn_graph_setup(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
+                             m->cfg.r_cut_neighbor, g, &setup, ctx->err, ERR_LEN);
+    else if (st == ECENET_OK)
+        st = ecn_graph_rebuild(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
+                               m->cfg.r_cut_neighbor, g, ctx->err, ERR_LEN);
     if (st == ECENET_OK && o->atom_energies) {
         per_edge = malloc((size_t)(g->edges.n + 1) * sizeof *per_edge);
         if (!per_edge)
@@ -220,11 +236,22 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
     ecn_step_out so;
     memset(&so, 0, sizeof so);
     if (st == ECENET_OK) {
-        ecn_step_in si = {n, s->positions, types, g};
+        ecn_step_in si = {n, s->positions, types, dev ? NULL : g, dev ? &setup : NULL};
         so.per_edge = per_edge;
         so.grad = (o->forces) ? grad : NULL;
         so.virial = (o->stress || o->dE_dstrain) ? virial : NULL;
         st = ecn_step(ctx->engine, &si, &so, ctx->err, ERR_LEN);
+        if (st != ECENET_OK && so.nlist_fallback) {
+            /* the host search names the coincident atoms (or the overflow);
+             * should it find nothing wrong, the step runs on its lists */
+            st = ecn_graph_rebuild(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
+                                   m->cfg.r_cut_neighbor, g, ctx->err, ERR_LEN);
+            if (st == ECENET_OK) {
+                si.graph = g;
+                si.nlist = NULL;
+                st = ecn_step(ctx->engine, &si, &so, ctx->err, ERR_LEN);
+            }
+        }
     }
     if (st == ECENET_OK) {
         /* model units -> eV (SPEC §14.3) */

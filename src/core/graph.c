@@ -530,11 +530,50 @@ static void assemble(const ecn_search *x, const found *f, ecn_graph *g, int32_t 
     }
 }
 
+/* The device search's view of the set-up (ops.h). */
+static void nlist_from_search(const ecn_search *x, ecenet_nlist *s)
+{
+    int k;
+    s->n = (int64_t)x->n;
+    s->pos = x->pos;
+    s->off = x->off;
+    s->wbin = x->wbin;
+    s->bin_atoms = x->bin_atoms;
+    s->atom_bin = x->atom_bin;
+    s->n_bins = x->n_bins;
+    s->bin_start = x->bin_start;
+    s->bin_coord = &x->bin_coord[0][0];
+    s->hash_mask = x->hash_mask;
+    s->hash_keys = x->hash_keys;
+    s->hash_ids = x->hash_ids;
+    memcpy(s->C, x->C, sizeof s->C);
+    for (k = 0; k < 3; k++) {
+        s->per[k] = x->per[k];
+        s->nbin[k] = x->nbin[k];
+        s->span[k] = x->span[k];
+        s->width[k] = x->width[k];
+        s->mlo[k] = x->mlo[k];
+        s->mmask[k] = x->mmask[k];
+        s->mshift[k] = x->mshift[k];
+    }
+    s->no_off = x->no_off;
+    s->visits = x->visits;
+    s->rs2 = x->rs2;
+    s->q_max = x->q_max;
+    s->q_edge = x->q_edge;
+    s->q_nb = x->q_nb;
+    s->q_coin = x->q_coin;
+    s->dshift = x->dshift;
+    s->use_mtab = x->use_mtab;
+    s->mtab = x->use_mtab ? x->mtab : NULL;
+    s->mtab_mask = x->use_mtab ? x->mtab_mask : 0;
+}
+
 /* ecn_graph_build / ecn_graph_rebuild into g (zeroed, or holding an earlier
  * graph); g is left to the callers on failure. reuse: keep spare capacity. */
 static ecenet_status build(size_t n_atoms, const double *pos, const double *cell, const int pbc[3],
-                           double r_cut_edge, double r_cut_nb, ecn_graph *g, int reuse, char *err,
-                           size_t err_len)
+                           double r_cut_edge, double r_cut_nb, ecn_graph *g, int reuse,
+                           ecenet_nlist *setup, char *err, size_t err_len)
 {
     ecenet_status st = ECENET_OK;
     int per[3] = {0, 0, 0}, any_per = 0, k;
@@ -748,6 +787,10 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     x->par = par;
     if ((st = ecn_search_init(x, err, err_len)) != ECENET_OK)
         goto done;
+    if (setup) {
+        nlist_from_search(x, setup);
+        goto done;
+    }
     if (search_all(x, &f, g->mem, threads, par)) {
         st = ecn_fail(err, err_len, ECENET_ERR_NOMEM, "graph: out of memory (neighbour search, %zu atoms)", n);
         goto done;
@@ -777,14 +820,17 @@ done:
  * or rebuild (g's memory reused and kept, with spare capacity) */
 static ecenet_status build_entry(size_t n_atoms, const double *pos, const double *cell,
                                  const int pbc[3], double r_cut_edge, double r_cut_nb,
-                                 ecn_graph *g, int reuse, char *err, size_t err_len)
+                                 ecn_graph *g, int reuse, ecenet_nlist *setup, char *err,
+                                 size_t err_len)
 {
     if (!g)
         return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "graph: output graph is NULL");
     if (!reuse)
         memset(g, 0, sizeof *g);
+    if (setup)
+        memset(setup, 0, sizeof *setup);
     const ecenet_status st =
-        build(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, reuse, err, err_len);
+        build(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, reuse, setup, err, err_len);
     if (st != ECENET_OK) {
         ecn_graph_free(g);
     } else if (!reuse) {
@@ -798,12 +844,21 @@ ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *c
                               const int pbc[3], double r_cut_edge, double r_cut_nb,
                               ecn_graph *g, char *err, size_t err_len)
 {
-    return build_entry(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 0, err, err_len);
+    return build_entry(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 0, NULL, err, err_len);
 }
 
 ecenet_status ecn_graph_rebuild(size_t n_atoms, const double *pos, const double *cell,
                                 const int pbc[3], double r_cut_edge, double r_cut_nb,
                                 ecn_graph *g, char *err, size_t err_len)
 {
-    return build_entry(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 1, err, err_len);
+    return build_entry(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 1, NULL, err, err_len);
+}
+
+ecenet_status ecn_graph_setup(size_t n_atoms, const double *pos, const double *cell,
+                              const int pbc[3], double r_cut_edge, double r_cut_nb,
+                              ecn_graph *g, ecenet_nlist *s, char *err, size_t err_len)
+{
+    if (!s)
+        return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "graph: set-up output is NULL");
+    return build_entry(n_atoms, pos, cell, pbc, r_cut_edge, r_cut_nb, g, 1, s, err, err_len);
 }

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ecenet.h"
+#include "ecenet/ops.h"
 
 typedef struct {
     int64_t n;              /* entries */
@@ -57,6 +58,15 @@ ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *c
 ecenet_status ecn_graph_rebuild(size_t n_atoms, const double *pos, const double *cell,
                                 const int pbc[3], double r_cut_edge, double r_cut_nb,
                                 ecn_graph *g, char *err, size_t err_len);
+/* Only the set-up of ecn_graph_rebuild's search (validation, frame, wrap,
+ * bins, thresholds and key layout; the same errors), for a device search
+ * (ops.h nlist_count / nlist_fill): *s points into memory kept by g, valid
+ * until g is built, set up or freed again; g's lists are left empty (n = 0).
+ * With n_atoms == 0, s->n = 0 and nothing is to be searched. On failure *g
+ * is freed. */
+ecenet_status ecn_graph_setup(size_t n_atoms, const double *pos, const double *cell,
+                              const int pbc[3], double r_cut_edge, double r_cut_nb,
+                              ecn_graph *g, ecenet_nlist *s, char *err, size_t err_len);
 /* Frees all arrays of both lists and the kept memory (g may be NULL; safe on
  * an empty graph). */
 void ecn_graph_free(ecn_graph *g);

@@ -274,13 +274,22 @@ static double op_begin(ecn_run *r)
     return r->be->now();
 }
 
+static void op_record(ecn_run *r, const char *op, double t);
+
 static void op_end(ecn_run *r, const char *op, double t0)
+{
+    if (!r->prof)
+        return;
+    r->be->sync();
+    op_record(r, op, r->be->now() - t0);
+}
+
+/* An event of t seconds for op in the current section. */
+static void op_record(ecn_run *r, const char *op, double t)
 {
     ecn_profile *p = r->prof;
     if (!p)
         return;
-    r->be->sync();
-    double t = r->be->now() - t0;
     if (p->n_ev == p->cap_ev) {
         size_t cap = p->cap_ev ? 2 * p->cap_ev : 512;
         ecn_prof_event *ev = realloc(p->ev, cap * sizeof *ev);
@@ -705,6 +714,81 @@ static void zero_grads(ecn_run *r)
     zero(r, w->virial, 9);
 }
 
+/* The host lists into the workspace (SPEC inputs), in two uploads: plan()
+ * carves every index array first and contiguously (then positions and
+ * shifts), so a host image of each region goes over in one copy instead of
+ * 23 (gaps of the 64-byte alignment are zeros). The per-edge type ids are
+ * gathered here; the per-atom groupings come from the graph builder (built
+ * here for hand-made graphs). */
+static ecenet_status host_inputs(ecn_run *r, ecn_engine *eng, ecenet_dims *dm,
+                                 const ecn_step_in *in, ecn_ws *w, char *err, size_t err_len)
+{
+    const ecenet_backend *be = r->be;
+    const ecn_graph *gr = in->graph;
+    const int64_t E = dm->E, P = dm->P, N = dm->N;
+    const ecn_pairlist *el = &gr->edges, *nl = &gr->nb;
+    double t_prep = op_begin(r);
+    const size_t i32_len =
+        (size_t)((char *)w->csr[7] - (char *)w->edge_i) / sizeof(int32_t) + (size_t)P;
+    const size_t re_len = (size_t)((char *)w->nshift - (char *)w->pos) / be->real_size + 3 * (size_t)P;
+    /* both images in one engine-owned host buffer, kept across steps (fresh
+     * pages would fault on every step); grown zeroed, so gap bytes are
+     * always defined (zeros, or values of an earlier step's layout: never
+     * read on the device) */
+    const size_t i32_bytes = ((i32_len + 1) * sizeof(int32_t) + 15) / 16 * 16;
+    const size_t in_bytes = i32_bytes + (re_len + 1) * sizeof(double);
+    if (in_bytes > eng->host_in_bytes) {
+        free(eng->host_in);
+        eng->host_in_bytes = 0;
+        eng->host_in = calloc(1, in_bytes);
+        if (!eng->host_in)
+            return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory (%zu bytes of input images)",
+                            in_bytes);
+        eng->host_in_bytes = in_bytes;
+    }
+    int32_t *img = eng->host_in;
+    double *rimg = (double *)((char *)eng->host_in + i32_bytes);
+#define I32_AT(p) (img + (size_t)((char *)(p) - (char *)w->edge_i) / sizeof(int32_t))
+#define REAL_AT(p) (rimg + (size_t)((char *)(p) - (char *)w->pos) / be->real_size)
+    copy_i32(I32_AT(w->edge_i), el->src, E);
+    copy_i32(I32_AT(w->edge_j), el->dst, E);
+    copy_i32(I32_AT(w->nb_src), nl->src, P);
+    copy_i32(I32_AT(w->nb_dst), nl->dst, P);
+    copy_i32(I32_AT(w->types), in->types, N);
+    for (int64_t e = 0; e < E; e++) {
+        I32_AT(w->tsrc)[e] = in->types[el->src[e]];
+        I32_AT(w->ttgt)[e] = in->types[el->dst[e]];
+    }
+    const ecn_pairlist *lists[4] = {el, el, nl, nl};
+    ecenet_csr *csr[4] = {&dm->e_src, &dm->e_dst, &dm->p_src, &dm->p_dst};
+    for (int k = 0; k < 4; k++) {
+        const ecn_pairlist *pl = lists[k];
+        const int32_t *ptr = (k % 2) ? pl->dst_ptr : pl->src_ptr;
+        const int32_t *idx = (k % 2) ? pl->dst_idx : pl->src_idx;
+        if (ptr && (pl->n == 0 || idx)) {
+            copy_i32(I32_AT(w->csr[2 * k]), ptr, N + 1);
+            copy_i32(I32_AT(w->csr[2 * k + 1]), idx, pl->n);
+        } else {
+            csr_build(N, pl->n, (k % 2) ? pl->dst : pl->src, I32_AT(w->csr[2 * k]),
+                      I32_AT(w->csr[2 * k + 1]));
+        }
+        csr[k]->ptr = w->csr[2 * k];
+        csr[k]->idx = w->csr[2 * k + 1];
+    }
+    if (N)
+        memcpy(REAL_AT(w->pos), in->pos, 3 * (size_t)N * sizeof(double));
+    if (E)
+        memcpy(REAL_AT(w->eshift), el->shift, 3 * (size_t)E * sizeof(double));
+    if (P)
+        memcpy(REAL_AT(w->nshift), nl->shift, 3 * (size_t)P * sizeof(double));
+#undef I32_AT
+#undef REAL_AT
+    op_end(r, "prepare", t_prep);
+    OP(r, "upload_idx", be->upload_idx(w->edge_i, img, i32_len));
+    OP(r, "upload", be->upload(w->pos, rimg, re_len));
+    return ECENET_OK;
+}
+
 static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out,
                               char *err, size_t err_len)
 {
@@ -716,8 +800,38 @@ static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_o
     memset(&sh, 0, sizeof sh);
     ecenet_dims *dm = &sh.dm;
     dm->N = (int64_t)in->n_atoms;
-    dm->E = gr->edges.n;
-    dm->P = gr->nb.n;
+    /* the lists: from the host graph, or searched on the device (its totals
+     * first: they size the workspace) */
+    const int dev_nl = in->nlist && in->nlist->n > 0 && be->nlist_count && be->nlist_fill;
+    double t_count = 0.0;
+    out->nlist_fallback = 0;
+    if (dev_nl) {
+        ecenet_nlist_counts cnt = {0, 0, 0};
+        const double t0 = out->prof ? (be->sync(), be->now()) : 0.0;
+        if (in->nlist->n != dm->N)
+            return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT,
+                            "neighbour search set up for %lld atoms, step has %lld",
+                            (long long)in->nlist->n, (long long)dm->N);
+        if (be->nlist_count(in->nlist, &cnt))
+            return ecn_fail(err, err_len, ECENET_ERR_NOMEM,
+                            "backend '%s': cannot allocate the neighbour search's memory (%lld atoms)",
+                            be->name, (long long)dm->N);
+        if (out->prof)
+            t_count = (be->sync(), be->now()) - t0;
+        if (cnt.fallback) {
+            out->nlist_fallback = 1;
+            return ecn_fail(err, err_len, ECENET_ERR_INPUT,
+                            "the device neighbour search needs the host search (coincident atoms "
+                            "or more than INT32_MAX pairs)");
+        }
+        dm->E = cnt.n_edges;
+        dm->P = cnt.n_nb;
+    } else if (gr) {
+        dm->E = gr->edges.n;
+        dm->P = gr->nb.n;
+    } else {
+        return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "step without a graph");
+    }
     dm->T = c->n_types;
     dm->R = c->n_max;
     dm->L = c->l_max;
@@ -805,73 +919,26 @@ static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_o
     if (out->prof)
         out->prof->workspace_bytes = cv.off;
     const size_t XE = r.XE;
-    const ecn_pairlist *el = &gr->edges, *nl = &gr->nb;
-
-    /* inputs, in two uploads: plan() carves every index array first and
-     * contiguously (then positions and shifts), so a host image of each
-     * region goes over in one copy instead of 23 (gaps of the 64-byte
-     * alignment are zeros). The per-edge type ids are gathered here; the
-     * per-atom groupings come from the graph builder (built here for
-     * hand-made graphs). */
-    double t_prep = op_begin(&r);
-    const size_t i32_len =
-        (size_t)((char *)w.csr[7] - (char *)w.edge_i) / sizeof(int32_t) + (size_t)P;
-    const size_t re_len = (size_t)((char *)w.nshift - (char *)w.pos) / be->real_size + 3 * (size_t)P;
-    /* both images in one engine-owned host buffer, kept across steps (fresh
-     * pages would fault on every step); grown zeroed, so gap bytes are
-     * always defined (zeros, or values of an earlier step's layout: never
-     * read on the device) */
-    const size_t i32_bytes = ((i32_len + 1) * sizeof(int32_t) + 15) / 16 * 16;
-    const size_t in_bytes = i32_bytes + (re_len + 1) * sizeof(double);
-    if (in_bytes > eng->host_in_bytes) {
-        free(eng->host_in);
-        eng->host_in_bytes = 0;
-        eng->host_in = calloc(1, in_bytes);
-        if (!eng->host_in)
-            return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory (%zu bytes of input images)",
-                            in_bytes);
-        eng->host_in_bytes = in_bytes;
-    }
-    int32_t *img = eng->host_in;
-    double *rimg = (double *)((char *)eng->host_in + i32_bytes);
-#define I32_AT(p) (img + (size_t)((char *)(p) - (char *)w.edge_i) / sizeof(int32_t))
-#define REAL_AT(p) (rimg + (size_t)((char *)(p) - (char *)w.pos) / be->real_size)
-    copy_i32(I32_AT(w.edge_i), el->src, E);
-    copy_i32(I32_AT(w.edge_j), el->dst, E);
-    copy_i32(I32_AT(w.nb_src), nl->src, P);
-    copy_i32(I32_AT(w.nb_dst), nl->dst, P);
-    copy_i32(I32_AT(w.types), in->types, N);
-    for (int64_t e = 0; e < E; e++) {
-        I32_AT(w.tsrc)[e] = in->types[el->src[e]];
-        I32_AT(w.ttgt)[e] = in->types[el->dst[e]];
-    }
-    const ecn_pairlist *lists[4] = {el, el, nl, nl};
-    ecenet_csr *csr[4] = {&dm->e_src, &dm->e_dst, &dm->p_src, &dm->p_dst};
-    for (int k = 0; k < 4; k++) {
-        const ecn_pairlist *pl = lists[k];
-        const int32_t *ptr = (k % 2) ? pl->dst_ptr : pl->src_ptr;
-        const int32_t *idx = (k % 2) ? pl->dst_idx : pl->src_idx;
-        if (ptr && (pl->n == 0 || idx)) {
-            copy_i32(I32_AT(w.csr[2 * k]), ptr, N + 1);
-            copy_i32(I32_AT(w.csr[2 * k + 1]), idx, pl->n);
-        } else {
-            csr_build(N, pl->n, (k % 2) ? pl->dst : pl->src, I32_AT(w.csr[2 * k]),
-                      I32_AT(w.csr[2 * k + 1]));
+    if (dev_nl) {
+        section(&r, "inputs", 0, 0);
+        op_record(&r, "nlist_count", t_count);
+        OP(&r, "upload", be->upload(w.pos, in->pos, 3 * (size_t)N));
+        OP(&r, "upload_idx", be->upload_idx(w.types, in->types, (size_t)N));
+        const ecenet_nlist_out eo = {w.edge_i, w.edge_j, w.tsrc, w.ttgt, w.eshift,
+                                     w.csr[0], w.csr[1], w.csr[2], w.csr[3]};
+        const ecenet_nlist_out no = {w.nb_src, w.nb_dst, NULL, NULL, w.nshift,
+                                     w.csr[4], w.csr[5], w.csr[6], w.csr[7]};
+        OP(&r, "nlist_fill", be->nlist_fill(in->nlist, w.types, &eo, &no));
+        ecenet_csr *csr[4] = {&dm->e_src, &dm->e_dst, &dm->p_src, &dm->p_dst};
+        for (int k = 0; k < 4; k++) {
+            csr[k]->ptr = w.csr[2 * k];
+            csr[k]->idx = w.csr[2 * k + 1];
         }
-        csr[k]->ptr = w.csr[2 * k];
-        csr[k]->idx = w.csr[2 * k + 1];
+    } else {
+        ecenet_status ist = host_inputs(&r, eng, dm, in, &w, err, err_len);
+        if (ist != ECENET_OK)
+            return ist;
     }
-    if (N)
-        memcpy(REAL_AT(w.pos), in->pos, 3 * (size_t)N * sizeof(double));
-    if (E)
-        memcpy(REAL_AT(w.eshift), el->shift, 3 * (size_t)E * sizeof(double));
-    if (P)
-        memcpy(REAL_AT(w.nshift), nl->shift, 3 * (size_t)P * sizeof(double));
-#undef I32_AT
-#undef REAL_AT
-    op_end(&r, "prepare", t_prep);
-    OP(&r, "upload_idx", be->upload_idx(w.edge_i, img, i32_len));
-    OP(&r, "upload", be->upload(w.pos, rimg, re_len));
 
     /* ACE environment (§5, §6) */
     section(&r, "radial/SH", 0, 0);

@@ -28,7 +28,10 @@ typedef struct {
     size_t n_atoms;
     const double *pos;        /* (N,3) host */
     const int32_t *types;     /* (N) host, validated type indices */
-    const ecn_graph *graph;   /* explicit edge and neighbour lists */
+    const ecn_graph *graph;   /* explicit edge and neighbour lists, or NULL with: */
+    const ecenet_nlist *nlist; /* the search's set-up (ecn_graph_setup), for a backend
+                                  with nlist_count/fill: the lists are found on the
+                                  device (ignored by other backends: graph is used) */
 } ecn_step_in;
 
 /* Profiling (ecenet profile): with `prof` set, every vtable call of the step
@@ -83,6 +86,9 @@ typedef struct {
     ecn_trace_fn trace;       /* or NULL */
     void *trace_user;
     ecn_profile *prof;        /* or NULL */
+    int nlist_fallback;       /* set: the device search cannot build these lists
+                                 (coincident atoms, too many pairs); build them on
+                                 the host (which gives the error) and step again */
 } ecn_step_out;
 
 ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out, char *err,

@@ -164,6 +164,9 @@ static void be_release(void *p)
     }
 }
 
+void *mem_alloc(size_t bytes) { return be_alloc(bytes); }
+void mem_release(void *p) { be_release(p); }
+
 static void be_zero(void *p, size_t bytes)
 {
     if (bytes)
@@ -221,6 +224,15 @@ static void be_upload_idx(int32_t *dst, const int32_t *src, size_t n)
 {
     if (n)
         CU_CHECK(cudaMemcpy(dst, src, n * sizeof(int32_t), cudaMemcpyHostToDevice));
+}
+
+static void be_download_idx(int32_t *dst, const int32_t *src, size_t n)
+{
+    if (n)
+        CU_CHECK(cudaMemcpy(dst, src, n * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    if (failed()) /* never hand out results computed after a failure */
+        for (size_t k = 0; k < n; k++)
+            dst[k] = -1;
 }
 
 static void be_sync(void) { CU_CHECK(cudaDeviceSynchronize()); }
@@ -302,6 +314,7 @@ template <typename T> static ecenet_backend make()
     b.upload = be_upload<T>;
     b.download = be_download<T>;
     b.upload_idx = be_upload_idx;
+    b.download_idx = be_download_idx;
     b.now = be_now;
     b.sync = be_sync;
 #ifdef ECN_HAVE_NVTX
@@ -314,6 +327,7 @@ template <typename T> static ecenet_backend make()
     fill_frame<T>(b);
     fill_layers<T>(b);
     fill_readout<T>(b);
+    fill_nlist<T>(b);
     return b;
 }
 

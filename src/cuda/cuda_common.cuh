@@ -59,6 +59,11 @@ State &state();
 cublasHandle_t blas(int tf32_allowed);
 
 
+/* Device memory counted in ecn_cuda_bytes_in_use / peak (the backend's
+ * alloc/release): NULL when out of memory. */
+void *mem_alloc(size_t bytes);
+void mem_release(void *p);
+
 /* device scalar scratch for reductions (sum, virial): no allocation per op */
 double *reduce_scratch(); /* REDUCE_MAX_BLOCKS * 9 doubles, device */
 double *reduce_result();  /* 9 doubles, device */

@@ -12,6 +12,7 @@ template <typename T> void fill_wigner(ecenet_backend &b);   /* cuda_wigner.cu *
 template <typename T> void fill_frame(ecenet_backend &b);    /* cuda_frame.cu */
 template <typename T> void fill_layers(ecenet_backend &b);   /* cuda_layers.cu */
 template <typename T> void fill_readout(ecenet_backend &b);  /* cuda_readout.cu */
+template <typename T> void fill_nlist(ecenet_backend &b);    /* cuda_nlist.cu */
 
 /* cuda_layer_tc.cu: the fused layer forward on tensor cores (fp32: TF32 or
  * split TF32); false (nothing done) where it does not apply */

@@ -84,6 +84,12 @@ static void be_upload_idx(int32_t *dst, const int32_t *src, size_t n)
         memcpy(dst, src, n * sizeof(int32_t));
 }
 
+static void be_download_idx(int32_t *dst, const int32_t *src, size_t n)
+{
+    if (n)
+        memcpy(dst, src, n * sizeof(int32_t));
+}
+
 static double be_now(void)
 {
     struct timespec ts;
@@ -261,6 +267,7 @@ const ecenet_backend OMP_FN(ecn_omp_backend) = {
     .upload = be_upload,
     .download = be_download,
     .upload_idx = be_upload_idx,
+    .download_idx = be_download_idx,
     .now = be_now,
     .sync = be_sync,
     .pair_geom_fwd = OMP_FN(omp_pair_geom_fwd),

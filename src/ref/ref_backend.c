@@ -13,6 +13,7 @@ static void ref_copy(void *dst, const void *src, size_t bytes) { if (bytes) memc
 static void ref_upload(void *dst, const double *src, size_t n) { if (n) memcpy(dst, src, n * sizeof(double)); }
 static void ref_download(double *dst, const void *src, size_t n) { if (n) memcpy(dst, src, n * sizeof(double)); }
 static void ref_upload_idx(int32_t *dst, const int32_t *src, size_t n) { if (n) memcpy(dst, src, n * sizeof(int32_t)); }
+static void ref_download_idx(int32_t *dst, const int32_t *src, size_t n) { if (n) memcpy(dst, src, n * sizeof(int32_t)); }
 static double ref_now(void)
 {
     struct timespec ts;
@@ -32,6 +33,7 @@ const ecenet_backend ecn_ref_backend = {
     .upload = ref_upload,
     .download = ref_download,
     .upload_idx = ref_upload_idx,
+    .download_idx = ref_download_idx,
     .now = ref_now,
     .sync = ref_sync,
     .pair_geom_fwd = ref_pair_geom_fwd,

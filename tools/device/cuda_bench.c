@@ -61,7 +61,7 @@ static int run_cfg(const ecenet_model *m, const ecn_graph *g, size_t n, const do
         return -1;
     }
     ecn_engine_set_fused(eng, cf->fused);
-    ecn_step_in in = {n, pos, types, g};
+    ecn_step_in in = {n, pos, types, g, NULL};
     double tf[64], tj[64];
     for (int joint = 0; joint < 2; joint++)
         for (int it = 0; it < nw + nt; it++) {
