@@ -26,7 +26,8 @@
 const char ecn_profile_usage[] =
     "usage: ecenet profile (--model FILE | --config bench|small)\n"
     "                      [--diamond N | INPUT.extxyz] [--backend B] [--precision f64|f32]\n"
-    "                      [--tf32] [--low-memory] [--n-warmup K] [--n-time K] [--op-profile]\n"
+    "                      [--tf32] [--low-memory] [--device-nlist] [--n-warmup K] [--n-time K]\n"
+    "                      [--op-profile]\n"
     "                      [--profile-rows N] [--json FILE] [--seed S]\n"
     "\n"
     "Per-section forward timings (fused ops on their own line, the unfused\n"
@@ -37,7 +38,9 @@ const char ecn_profile_usage[] =
     "(default 3). The structure is the first frame of INPUT or a rattled\n"
     "diamond box (--diamond N, default 3). --json writes the same numbers.\n"
     "--tf32: TF32 GEMMs (cuda f32 only); --low-memory: the low-memory mode\n"
-    "(layers recomputed in edge chunks in the backward).\n";
+    "(layers recomputed in edge chunks in the backward); --device-nlist: every\n"
+    "step searches the lists on the device (cuda; ops nlist_count/nlist_fill)\n"
+    "instead of uploading the host's.\n";
 
 #define MAX_RUNS 64
 #define MAX_LINES 1024
@@ -159,7 +162,7 @@ static void capture_free(capture_t *c)
 
 typedef struct {
     const char *model_name, *input, *backend, *json;
-    int prec, tf32, lowmem, n_warmup, n_time, op_profile, rows, ndia, seed;
+    int prec, tf32, lowmem, dev_nl, n_warmup, n_time, op_profile, rows, ndia, seed;
 } opts_t;
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -254,8 +257,10 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
     int32_t *types = malloc((n ? n : 1) * sizeof *types);
     double *grad = malloc((3 * n + 1) * sizeof *grad);
     line_t *store = calloc(3 * MAX_LINES, sizeof *store);
-    ecn_graph g;
+    ecn_graph g, gd; /* gd: the device search's set-up (--device-nlist) */
+    ecenet_nlist setup;
     memset(&g, 0, sizeof g);
+    memset(&gd, 0, sizeof gd);
     ecn_engine *eng = NULL;
     ecn_profile prof;
     memset(&prof, 0, sizeof prof);
@@ -299,6 +304,26 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
     }
     ecn_engine_set_low_memory(eng, o->lowmem, 0);
     ecn_step_in in = {n, pos, types, &g, NULL};
+    /* --device-nlist: the host's part (the set-up) timed like the search */
+    double tsu[MAX_RUNS];
+    if (o->dev_nl) {
+        if (!be->nlist_count || !be->nlist_fill || n == 0) {
+            fprintf(stderr, "ecenet profile: --device-nlist: backend %s has no device neighbour "
+                            "search (cuda only)\n", be->name);
+            goto done;
+        }
+        for (int it = 0; it < o->n_time; it++) {
+            double t0 = ecn_synth_now();
+            if (ecn_graph_setup(n, pos, cell, pbc, m->cfg.r_cut_edge, m->cfg.r_cut_neighbor,
+                                &gd, &setup, err, sizeof err) != ECENET_OK) {
+                fprintf(stderr, "ecenet profile: %s\n", err);
+                goto done;
+            }
+            tsu[it] = ecn_synth_now() - t0;
+        }
+        in.graph = NULL;
+        in.nlist = &setup;
+    }
     lines_t fwd = {store, 0}, unf = {store + MAX_LINES, 0}, jnt = {store + 2 * MAX_LINES, 0};
     double tf[MAX_RUNS], tj[MAX_RUNS], tu[MAX_RUNS];
     const int fused = be->layer_fwd != NULL;
@@ -349,7 +374,11 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
            " ops timed with the backend timer, synchronised per op\n",
            n, (long long)g.edges.n, (long long)g.nb.n, o->n_time, o->n_warmup);
     printf("\n%-58s %12s\n", "section / op", "median [ms]");
-    printf("%-58s %12.3f\n", "neighbour list (host, cell list)", 1e3 * median(tnl, o->n_time));
+    printf("%-58s %12.3f%s\n", "neighbour list (host, cell list)", 1e3 * median(tnl, o->n_time),
+           o->dev_nl ? "  [not used: --device-nlist]" : "");
+    if (o->dev_nl)
+        printf("%-58s %12.3f\n", "neighbour search set-up (host, for the device search)",
+               1e3 * median(tsu, o->n_time));
     double sum_fwd = 0.0;
     cJSON *jsec = json ? cJSON_AddArrayToObject(json, "forward_lines") : NULL;
     const char *last_group = "";
@@ -489,6 +518,7 @@ done:
     ecn_profile_free(&prof);
     ecn_engine_free(eng);
     ecn_graph_free(&g);
+    ecn_graph_free(&gd);
     cJSON_Delete(json);
     free(store);
     free(types);
@@ -517,6 +547,8 @@ int ecn_cmd_profile(int argc, char **argv)
             o.tf32 = 1, takes = 0;
         } else if (!strcmp(a, "--low-memory")) {
             o.lowmem = 1, takes = 0;
+        } else if (!strcmp(a, "--device-nlist")) {
+            o.dev_nl = 1, takes = 0;
         } else if (!strcmp(a, "--op-profile")) {
             o.op_profile = 1, takes = 0;
         } else if (a[0] != '-') {

@@ -3,9 +3,10 @@
  * thresholds, key layout) goes up in one copy, and the device repeats the
  * host's search exactly:
  *
- *   1. search (twice: count, then fill): one warp per source atom, in bin
- *      order; the warp walks the atom's stencil (every cell the host visits,
- *      same images), its lanes take the candidates of a cell; the same
+ *   1. search (twice: count, then fill): np warps per source atom (np > 1
+ *      for small systems, so that the GPU fills), atoms in bin order; the
+ *      warps walk the atom's stencil (every cell the host visits, same
+ *      images, shared out cell by cell), lanes take a cell's candidates; the same
  *      prefilter and the same exact test, on d·d with the host's thresholds,
  *      every product and sum rounded as the host writes it (__dmul_rn /
  *      __dadd_rn: no FMA contraction), so the same pairs pass. Each kept
@@ -76,19 +77,20 @@ struct Buf {
 /* What nlist_count leaves for nlist_fill. One per host thread (contexts on
  * different threads do not share it). */
 struct Scratch {
-    Buf blob, cnt, beg, keys, sorted, dkeys, tot, temp;
+    Buf blob, cnt, beg, abeg, keys, sorted, dkeys, tot, temp;
     std::vector<char> host;  /* staging of the blob */
     char *pinned = nullptr;  /* page-locked copy of it (one DMA) */
     size_t pinned_cap = 0;
     Dev d;
     int64_t n = 0, K = 0, E = 0, P = 0;
+    int np = 1; /* warps per atom in the search */
     int ready = 0;
     ~Scratch()
     {
         /* at thread exit; the runtime may already be gone: errors ignored */
         if (pinned)
             (void)cudaFreeHost(pinned);
-        for (Buf *b : {&blob, &cnt, &beg, &keys, &sorted, &dkeys, &tot, &temp})
+        for (Buf *b : {&blob, &cnt, &beg, &abeg, &keys, &sorted, &dkeys, &tot, &temp})
             if (b->p)
                 (void)cudaFree(b->p);
     }
@@ -153,17 +155,22 @@ __device__ inline int32_t hash_find(const Dev &x, uint64_t key)
 
 /* ---- 1. the search -------------------------------------------------------------------- */
 
-/* Warp per atom bin_atoms[q]. Count pass (FILL false): per atom (indexed by
- * atom) its keys, edges and neighbour pairs; any coincident pair sets *coin.
- * Fill pass: the keys at key_off[atom] on, in any order (sorted next). */
+/* Warp per (atom bin_atoms[q], part): part of np takes the stencil cells
+ * so = part, part + np, ... (small systems get np > 1: enough warps to fill
+ * the GPU). Count pass (FILL false): per (atom, part), indexed atom·np +
+ * part, its keys, edges and neighbour pairs; any coincident pair sets *coin.
+ * Fill pass: the keys at key_off[atom·np + part] on, in any order (each
+ * atom's keys are contiguous and sorted next). */
 template <bool FILL>
 __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK)
-    nl_search_k(Dev x, int64_t *cnt, int *coin, const int64_t *key_off, uint64_t *keys)
+    nl_search_k(Dev x, int np, int64_t *cnt, int *coin, const int64_t *key_off, uint64_t *keys)
 {
     const int lane = threadIdx.x & 31;
-    const int64_t q = (int64_t)blockIdx.x * WARPS_PER_BLOCK + (threadIdx.x >> 5);
-    if (q >= x.n) /* uniform across the warp */
+    const int64_t w = (int64_t)blockIdx.x * WARPS_PER_BLOCK + (threadIdx.x >> 5);
+    if (w >= x.n * np) /* uniform across the warp */
         return;
+    const int64_t q = w / np;
+    const int part = (int)(w - q * np);
     const int32_t i = x.bin_atoms[q], b = x.atom_bin[i];
     const double wi[3] = {x.wbin[3 * q], x.wbin[3 * q + 1], x.wbin[3 * q + 2]};
     const double xi[3] = {x.pos[3 * (int64_t)i], x.pos[3 * (int64_t)i + 1], x.pos[3 * (int64_t)i + 2]};
@@ -171,10 +178,11 @@ __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK)
     const int64_t cb[3] = {x.bin_coord[3 * (int64_t)b], x.bin_coord[3 * (int64_t)b + 1],
                            x.bin_coord[3 * (int64_t)b + 2]};
     const unsigned lt = (1u << lane) - 1u;
-    const uint64_t base = FILL ? (uint64_t)key_off[i] : 0;
+    const int64_t slot = (int64_t)i * np + part, nslot = x.n * np + 1;
+    const uint64_t base = FILL ? (uint64_t)key_off[slot] : 0;
     int64_t nk = 0, ne = 0, nn = 0;
     int seen_coin = 0;
-    for (int64_t so = 0; so < x.visits; so++) {
+    for (int64_t so = part; so < x.visits; so += np) {
         /* stencil offset so, axis a fastest (stencil_fill) */
         const int64_t d[3] = {so % x.width[0] - x.span[0], (so / x.width[0]) % x.width[1] - x.span[1],
                               so / (x.width[0] * x.width[1]) - x.span[2]};
@@ -252,20 +260,31 @@ __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK)
         if (__any_sync(0xffffffffu, seen_coin) && lane == 0)
             atomicOr(coin, 1);
         if (lane == 0) {
-            cnt[i] = nk;
-            cnt[(x.n + 1) + i] = ne;
-            cnt[2 * (x.n + 1) + i] = nn;
+            cnt[slot] = nk;
+            cnt[nslot + slot] = ne;
+            cnt[2 * nslot + slot] = nn;
         }
     }
 }
 
 /* totals: keys, edges, pairs (the last prefix sums) and the flag */
-__global__ void nl_totals_k(int64_t n, const int64_t *beg, const int *coin, int64_t *tot)
+__global__ void nl_totals_k(int64_t ns, const int64_t *beg, const int *coin, int64_t *tot)
 {
-    tot[0] = beg[n];
-    tot[1] = beg[(n + 1) + n];
-    tot[2] = beg[2 * (n + 1) + n];
+    tot[0] = beg[ns - 1];
+    tot[1] = beg[ns + ns - 1];
+    tot[2] = beg[2 * ns + ns - 1];
     tot[3] = *coin;
+}
+
+/* per-atom offsets (3, n+1) from the per-(atom, part) sums (3, n·np+1) */
+__global__ void nl_atom_beg_k(int64_t n, int np, const int64_t *beg, int64_t *abeg)
+{
+    const int64_t ns = n * np + 1;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < 3 * (n + 1);
+         k += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t l = k / (n + 1), a = k - l * (n + 1);
+        abeg[k] = beg[l * ns + a * np];
+    }
 }
 
 /* ---- 3. keys to entries ------------------------------------------------------------- */
@@ -458,25 +477,42 @@ static int nlist_count(const ecenet_nlist *s, ecenet_nlist_counts *c)
     const int64_t n = s->n, n1 = n + 1;
     if (upload_setup(s, w))
         return -1;
-    /* cnt: (3, n+1) counts (last entries 0); beg: their exclusive sums; tot:
-     * 4 totals + the coincidence flag */
+    /* warps per atom: about 64 per SM in all (a small system's atoms alone
+     * would leave most of the GPU idle), at most one per stencil cell */
+    const int64_t want = (int64_t)state().n_sm * 64;
+    int64_t np = (want + n - 1) / n;
+    if (np > s->visits)
+        np = s->visits;
+    if (np > 32)
+        np = 32;
+    if (np < 1)
+        np = 1;
+    w.np = (int)np;
+    const int64_t ns = n * np + 1;
+    /* cnt: (3, ns) counts per (atom, part) (last entries 0); beg: their
+     * exclusive sums; abeg: the sums at each atom's first part (3, n+1);
+     * tot: 4 totals + the coincidence flag */
     size_t scan_bytes = 0;
     CU_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, (int64_t *)nullptr,
-                                           (int64_t *)nullptr, n1));
-    if (!w.cnt.fit(3 * (size_t)n1 * sizeof(int64_t)) || !w.beg.fit(3 * (size_t)n1 * sizeof(int64_t)) ||
+                                           (int64_t *)nullptr, ns));
+    if (!w.cnt.fit(3 * (size_t)ns * sizeof(int64_t)) || !w.beg.fit(3 * (size_t)ns * sizeof(int64_t)) ||
+        !w.abeg.fit(3 * (size_t)n1 * sizeof(int64_t)) ||
         !w.tot.fit(4 * sizeof(int64_t) + sizeof(int)) || !w.temp.fit(scan_bytes))
         return -1;
     int64_t *cnt = (int64_t *)w.cnt.p, *beg = (int64_t *)w.beg.p, *tot = (int64_t *)w.tot.p;
     int *coin = (int *)(tot + 4);
-    CU_CHECK(cudaMemsetAsync(cnt, 0, 3 * (size_t)n1 * sizeof(int64_t), 0));
+    CU_CHECK(cudaMemsetAsync(cnt, 0, 3 * (size_t)ns * sizeof(int64_t), 0));
     CU_CHECK(cudaMemsetAsync(coin, 0, sizeof(int), 0));
-    nl_search_k<false><<<warp_blocks(n), 32 * WARPS_PER_BLOCK>>>(w.d, cnt, coin, nullptr, nullptr);
+    nl_search_k<false><<<warp_blocks(n * np), 32 * WARPS_PER_BLOCK>>>(w.d, w.np, cnt, coin, nullptr,
+                                                                     nullptr);
     CU_LAUNCHED();
     for (int l = 0; l < 3; l++) {
         size_t bytes = w.temp.cap;
-        CU_CHECK(cub::DeviceScan::ExclusiveSum(w.temp.p, bytes, cnt + l * n1, beg + l * n1, n1));
+        CU_CHECK(cub::DeviceScan::ExclusiveSum(w.temp.p, bytes, cnt + l * ns, beg + l * ns, ns));
     }
-    nl_totals_k<<<1, 1>>>(n, beg, coin, tot);
+    nl_atom_beg_k<<<blocks_for(3 * n1, 256), 256>>>(n, w.np, beg, (int64_t *)w.abeg.p);
+    CU_LAUNCHED();
+    nl_totals_k<<<1, 1>>>(ns, beg, coin, tot);
     CU_LAUNCHED();
     int64_t h[4] = {0, 0, 0, 0};
     CU_CHECK(cudaMemcpy(h, tot, sizeof h, cudaMemcpyDeviceToHost));
@@ -532,23 +568,24 @@ static void nlist_fill(const ecenet_nlist *s, ecenet_idx types, const ecenet_nli
     const int64_t n = s->n, K = w.K, mx = w.E > w.P ? w.E : w.P;
     size_t sort_bytes = 0;
     CU_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, sort_bytes, (const uint64_t *)nullptr,
-                                                (uint64_t *)nullptr, K, n, (const int64_t *)w.beg.p,
-                                                (const int64_t *)w.beg.p + 1));
+                                                (uint64_t *)nullptr, K, n, (const int64_t *)w.abeg.p,
+                                                (const int64_t *)w.abeg.p + 1));
     if (!w.keys.fit((size_t)K * sizeof(uint64_t)) || !w.sorted.fit((size_t)K * sizeof(uint64_t)) ||
         !w.dkeys.fit((size_t)mx * sizeof(uint32_t)) || !w.temp.fit(sort_bytes)) {
         fail(-2, "out of device memory (neighbour search keys)", __FILE__, __LINE__);
         return;
     }
     uint64_t *keys = (uint64_t *)w.keys.p, *sorted = (uint64_t *)w.sorted.p;
-    const int64_t *beg = (const int64_t *)w.beg.p;
+    const int64_t *beg = (const int64_t *)w.beg.p, *abeg = (const int64_t *)w.abeg.p;
     if (K > 0) {
-        nl_search_k<true><<<warp_blocks(n), 32 * WARPS_PER_BLOCK>>>(w.d, nullptr, nullptr, beg, keys);
+        nl_search_k<true><<<warp_blocks(n * w.np), 32 * WARPS_PER_BLOCK>>>(w.d, w.np, nullptr,
+                                                                          nullptr, beg, keys);
         CU_LAUNCHED();
         size_t bytes = w.temp.cap;
-        CU_CHECK(cub::DeviceSegmentedSort::SortKeys(w.temp.p, bytes, keys, sorted, K, n, beg,
-                                                    beg + 1));
+        CU_CHECK(cub::DeviceSegmentedSort::SortKeys(w.temp.p, bytes, keys, sorted, K, n, abeg,
+                                                    abeg + 1));
     }
-    nl_emit_k<T><<<warp_blocks(n), 32 * WARPS_PER_BLOCK>>>(w.d, beg, sorted, types, *eo, *no);
+    nl_emit_k<T><<<warp_blocks(n), 32 * WARPS_PER_BLOCK>>>(w.d, abeg, sorted, types, *eo, *no);
     CU_LAUNCHED();
     if (w.E > 0) {
         nl_iota_k<<<blocks_for(w.E, 256) < 4096 ? blocks_for(w.E, 256) : 4096, 256>>>(w.E, eo->src_idx);
