@@ -379,8 +379,12 @@ __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, 
             sD[q] = D[e * g.ND + q];
         __syncthreads();
         T *Xe = Xb + e * XE;
-        for (int f = threadIdx.x; f < g.F; f += blockDim.x) {
-            const int b = f / L1, l = f % L1, n = 2 * l + 1, ml = l < g.M ? l : g.M;
+        /* item q = (l, b), b fastest: l is the same across a warp when B is a
+         * multiple of 32 (the loops' trip counts grow with l; lanes of mixed
+         * l, as with f = threadIdx.x, ran all at the cost of the largest) */
+        for (int q = threadIdx.x; q < g.F; q += blockDim.x) {
+            const int l = q / g.B, b = q - l * g.B, f = b * L1 + l;
+            const int n = 2 * l + 1, ml = l < g.M ? l : g.M;
             const T *a = sR + b * S1 + l * l, *Dl = sD + dblock(l);
             for (int m = 0; m <= ml; m++) {
                 T acc = 0;
