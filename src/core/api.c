@@ -244,6 +244,7 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
         if (st != ECENET_OK && so.nlist_fallback) {
             /* the host search names the coincident atoms (or the overflow);
              * should it find nothing wrong, the step runs on its lists */
+            ctx->err[0] = '\0';
             st = ecn_graph_rebuild(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
                                    m->cfg.r_cut_neighbor, g, ctx->err, ERR_LEN);
             if (st == ECENET_OK) {

@@ -212,8 +212,8 @@ __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK)
         const double t0 = t[0] - wi[0], t1 = t[1] - wi[1], t2 = t[2] - wi[2];
         const bool m0 = m[0] == 0 && m[1] == 0 && m[2] == 0;
         const int32_t p0 = x.bin_start[bb], p1 = x.bin_start[bb + 1];
-        for (int32_t pb = p0; pb < p1; pb += 32) {
-            const int32_t p = pb + lane;
+        for (int64_t pb = p0; pb < p1; pb += 32) {
+            const int64_t p = pb + lane;
             uint64_t key = 0;
             if (p < p1) {
                 const double *wj = &x.wbin[3 * (int64_t)p];
@@ -466,6 +466,37 @@ static unsigned warp_blocks(int64_t n)
     return grid_items((n + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
 }
 
+/* bits of the destinations 0 .. n-1 for the radix sort */
+static int dst_bits(int64_t n)
+{
+    int end_bit = 1;
+    while (end_bit < 32 && ((int64_t)1 << end_bit) < n)
+        end_bit++;
+    return end_bit;
+}
+
+/* Every buffer nlist_fill needs for K keys and lists of E and P entries
+ * (sized by nlist_count, so that an out-of-memory is its -1 and not an
+ * error in the middle of a step). false when out of memory. */
+static bool fill_memory(Scratch &w, int64_t n)
+{
+    const int64_t K = w.K, mx = w.E > w.P ? w.E : w.P;
+    size_t sort_bytes = 0, eb = 0, pb = 0;
+    CU_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, sort_bytes, (const uint64_t *)nullptr,
+                                                (uint64_t *)nullptr, K, n, (const int64_t *)w.abeg.p,
+                                                (const int64_t *)w.abeg.p + 1));
+    CU_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, eb, (const uint32_t *)nullptr,
+                                             (uint32_t *)nullptr, (const int32_t *)nullptr,
+                                             (int32_t *)nullptr, w.E, 0, dst_bits(n)));
+    CU_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, pb, (const uint32_t *)nullptr,
+                                             (uint32_t *)nullptr, (const int32_t *)nullptr,
+                                             (int32_t *)nullptr, w.P, 0, dst_bits(n)));
+    size_t tb = sort_bytes > eb ? sort_bytes : eb;
+    tb = tb > pb ? tb : pb;
+    return w.keys.fit((size_t)K * sizeof(uint64_t)) && w.sorted.fit((size_t)K * sizeof(uint64_t)) &&
+           w.dkeys.fit((size_t)mx * sizeof(uint32_t)) && w.temp.fit(tb);
+}
+
 static int nlist_count(const ecenet_nlist *s, ecenet_nlist_counts *c)
 {
     state();
@@ -473,7 +504,7 @@ static int nlist_count(const ecenet_nlist *s, ecenet_nlist_counts *c)
     w.ready = 0;
     memset(c, 0, sizeof *c);
     if (failed())
-        return 0; /* the sticky error is reported by the step */
+        return 0; /* a CUDA error is sticky: every later download gives NaN */
     const int64_t n = s->n, n1 = n + 1;
     if (upload_setup(s, w))
         return -1;
@@ -526,7 +557,11 @@ static int nlist_count(const ecenet_nlist *s, ecenet_nlist_counts *c)
     c->n_nb = h[2];
     c->fallback = h[3] != 0 || h[0] > (int64_t)INT32_MAX || h[1] > (int64_t)INT32_MAX ||
                   h[2] > (int64_t)INT32_MAX;
-    w.ready = !c->fallback;
+    if (c->fallback)
+        return 0;
+    if (!fill_memory(w, n))
+        return -1;
+    w.ready = !failed();
     return 0;
 }
 
@@ -534,9 +569,7 @@ static int nlist_count(const ecenet_nlist *s, ecenet_nlist_counts *c)
 static void group_by_dst(Scratch &w, int64_t m, int64_t n, const ecenet_nlist_out *o)
 {
     if (m > 0) {
-        int end_bit = 1;
-        while (end_bit < 32 && ((int64_t)1 << end_bit) < n)
-            end_bit++;
+        const int end_bit = dst_bits(n);
         size_t bytes = 0;
         CU_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const uint32_t *)o->dst,
                                                  (uint32_t *)w.dkeys.p, (const int32_t *)o->src_idx,
@@ -565,13 +598,8 @@ static void nlist_fill(const ecenet_nlist *s, ecenet_idx types, const ecenet_nli
         return;
     }
     w.ready = 0;
-    const int64_t n = s->n, K = w.K, mx = w.E > w.P ? w.E : w.P;
-    size_t sort_bytes = 0;
-    CU_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, sort_bytes, (const uint64_t *)nullptr,
-                                                (uint64_t *)nullptr, K, n, (const int64_t *)w.abeg.p,
-                                                (const int64_t *)w.abeg.p + 1));
-    if (!w.keys.fit((size_t)K * sizeof(uint64_t)) || !w.sorted.fit((size_t)K * sizeof(uint64_t)) ||
-        !w.dkeys.fit((size_t)mx * sizeof(uint32_t)) || !w.temp.fit(sort_bytes)) {
+    const int64_t n = s->n, K = w.K;
+    if (!fill_memory(w, n)) { /* sized by nlist_count: not reached */
         fail(-2, "out of device memory (neighbour search keys)", __FILE__, __LINE__);
         return;
     }
