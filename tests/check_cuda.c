@@ -307,9 +307,9 @@ static void nl_free_list(const ecenet_backend *be, ecenet_nlist_out *o)
             be->release(p[k]);
 }
 
-/* The device lists of one system against the host's: 1 if compared, 0 when
- * the device asked for the host search (fallback). */
-static int nl_check_system(const ecenet_backend *be, const char *label, size_t N, const double *pos,
+/* The device lists of one system against the host's (the device must not
+ * ask for the host search here). */
+static void nl_check_system(const ecenet_backend *be, const char *label, size_t N, const double *pos,
                            const double *cell, const int pbc[3], double rce, double rcn)
 {
     char err[512];
@@ -347,7 +347,6 @@ static int nl_check_system(const ecenet_backend *be, const char *label, size_t N
     free(types);
     ecn_graph_free(&hg);
     ecn_graph_free(&dg);
-    return 1;
 }
 
 START_TEST(test_nlist_lists)

@@ -101,7 +101,7 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
      * this row's own (memory reused from step to step, as in an MD loop) */
     const int pbc[3] = {1, 1, 1};
     const double rce = m->cfg.r_cut_edge, rcn = m->cfg.r_cut_neighbor;
-    const int dev = row->nl == 1 && be->nlist_count && be->nlist_fill;
+    const int dev = row->nl == 1 && ecn_backend_has_nlist(be);
     ecn_graph own;
     ecenet_nlist setup;
     memset(&own, 0, sizeof own);

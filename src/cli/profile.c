@@ -307,7 +307,7 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
     /* --device-nlist: the host's part (the set-up) timed like the search */
     double tsu[MAX_RUNS];
     if (o->dev_nl) {
-        if (!be->nlist_count || !be->nlist_fill || n == 0) {
+        if (!ecn_backend_has_nlist(be) || n == 0) {
             fprintf(stderr, "ecenet profile: --device-nlist: backend %s has no device neighbour "
                             "search (cuda only)\n", be->name);
             goto done;

@@ -49,3 +49,8 @@ void ecn_linear_transpose(int Q, int fout, int fin, const double *w, double *w_t
             for (size_t i = 0; i < fi; i++)
                 w_t[(m * fi + i) * fo + o] = w[(m * fo + o) * fi + i];
 }
+
+int ecn_backend_has_nlist(const ecenet_backend *be)
+{
+    return be && be->nlist_count && be->nlist_fill;
+}

@@ -15,6 +15,10 @@ const char *ecn_backend_names(void);
  * fout × fin, host arrays. */
 void ecn_linear_transpose(int Q, int fout, int fin, const double *w, double *w_t);
 
+/* 1 when the backend searches neighbour lists itself (ops.h nlist_count and
+ * nlist_fill); callers then pass ecn_graph_setup's set-up to the step. */
+int ecn_backend_has_nlist(const ecenet_backend *be);
+
 extern const ecenet_backend ecn_ref_backend;   /* src/ref/ref_backend.c */
 #ifdef ECENET_HAVE_OMP
 extern const ecenet_backend ecn_omp_backend_f32;   /* src/omp/omp_backend.c, -DOMP_F32 */

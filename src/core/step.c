@@ -8,6 +8,7 @@
  * weights w, aggregates Δ (and the research layer's trunk and receiver
  * bottleneck inputs, scores and attention weights), the readout MLP's
  * pre-activations. Everything lives in one arena per engine. */
+#include "backend.h"
 #include "engine.h"
 #include "error.h"
 #include <stdio.h>
@@ -720,7 +721,7 @@ static void zero_grads(ecn_run *r)
  * 23 (gaps of the 64-byte alignment are zeros). The per-edge type ids are
  * gathered here; the per-atom groupings come from the graph builder (built
  * here for hand-made graphs). */
-static ecenet_status host_inputs(ecn_run *r, ecn_engine *eng, ecenet_dims *dm,
+static ecenet_status host_inputs(ecn_run *r, ecn_engine *eng, const ecenet_dims *dm,
                                  const ecn_step_in *in, ecn_ws *w, char *err, size_t err_len)
 {
     const ecenet_backend *be = r->be;
@@ -760,7 +761,6 @@ static ecenet_status host_inputs(ecn_run *r, ecn_engine *eng, ecenet_dims *dm,
         I32_AT(w->ttgt)[e] = in->types[el->dst[e]];
     }
     const ecn_pairlist *lists[4] = {el, el, nl, nl};
-    ecenet_csr *csr[4] = {&dm->e_src, &dm->e_dst, &dm->p_src, &dm->p_dst};
     for (int k = 0; k < 4; k++) {
         const ecn_pairlist *pl = lists[k];
         const int32_t *ptr = (k % 2) ? pl->dst_ptr : pl->src_ptr;
@@ -772,8 +772,6 @@ static ecenet_status host_inputs(ecn_run *r, ecn_engine *eng, ecenet_dims *dm,
             csr_build(N, pl->n, (k % 2) ? pl->dst : pl->src, I32_AT(w->csr[2 * k]),
                       I32_AT(w->csr[2 * k + 1]));
         }
-        csr[k]->ptr = w->csr[2 * k];
-        csr[k]->idx = w->csr[2 * k + 1];
     }
     if (N)
         memcpy(REAL_AT(w->pos), in->pos, 3 * (size_t)N * sizeof(double));
@@ -802,7 +800,7 @@ static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_o
     dm->N = (int64_t)in->n_atoms;
     /* the lists: from the host graph, or searched on the device (its totals
      * first: they size the workspace) */
-    const int dev_nl = in->nlist && in->nlist->n > 0 && be->nlist_count && be->nlist_fill;
+    const int dev_nl = in->nlist && in->nlist->n > 0 && ecn_backend_has_nlist(be);
     double t_count = 0.0;
     out->nlist_fallback = 0;
     if (dev_nl) {
@@ -919,8 +917,7 @@ static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_o
     if (out->prof)
         out->prof->workspace_bytes = cv.off;
     const size_t XE = r.XE;
-    if (dev_nl) {
-        section(&r, "inputs", 0, 0);
+    if (dev_nl) { /* section "inputs", as r starts */
         op_record(&r, "nlist_count", t_count);
         OP(&r, "upload", be->upload(w.pos, in->pos, 3 * (size_t)N));
         OP(&r, "upload_idx", be->upload_idx(w.types, in->types, (size_t)N));
@@ -929,15 +926,15 @@ static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_o
         const ecenet_nlist_out no = {w.nb_src, w.nb_dst, NULL, NULL, w.nshift,
                                      w.csr[4], w.csr[5], w.csr[6], w.csr[7]};
         OP(&r, "nlist_fill", be->nlist_fill(in->nlist, w.types, &eo, &no));
-        ecenet_csr *csr[4] = {&dm->e_src, &dm->e_dst, &dm->p_src, &dm->p_dst};
-        for (int k = 0; k < 4; k++) {
-            csr[k]->ptr = w.csr[2 * k];
-            csr[k]->idx = w.csr[2 * k + 1];
-        }
     } else {
         ecenet_status ist = host_inputs(&r, eng, dm, in, &w, err, err_len);
         if (ist != ECENET_OK)
             return ist;
+    }
+    ecenet_csr *csr[4] = {&dm->e_src, &dm->e_dst, &dm->p_src, &dm->p_dst};
+    for (int k = 0; k < 4; k++) {
+        csr[k]->ptr = w.csr[2 * k];
+        csr[k]->idx = w.csr[2 * k + 1];
     }
 
     /* ACE environment (§5, §6) */

@@ -29,8 +29,6 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_sort.cuh>
-#include <mutex>
-#include <vector>
 
 #include "cuda_common.cuh"
 #include "cuda_ops.cuh"
@@ -78,8 +76,7 @@ struct Buf {
  * different threads do not share it). */
 struct Scratch {
     Buf blob, cnt, beg, abeg, keys, sorted, dkeys, tot, temp;
-    std::vector<char> host;  /* staging of the blob */
-    char *pinned = nullptr;  /* page-locked copy of it (one DMA) */
+    char *pinned = nullptr;  /* page-locked staging of the blob (one DMA) */
     size_t pinned_cap = 0;
     Dev d;
     int64_t n = 0, K = 0, E = 0, P = 0;
@@ -569,18 +566,10 @@ static int nlist_count(const ecenet_nlist *s, ecenet_nlist_counts *c)
 static void group_by_dst(Scratch &w, int64_t m, int64_t n, const ecenet_nlist_out *o)
 {
     if (m > 0) {
-        const int end_bit = dst_bits(n);
-        size_t bytes = 0;
-        CU_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const uint32_t *)o->dst,
-                                                 (uint32_t *)w.dkeys.p, (const int32_t *)o->src_idx,
-                                                 o->dst_idx, m, 0, end_bit));
-        if (!w.temp.fit(bytes)) {
-            fail(-2, "out of device memory (neighbour list grouping)", __FILE__, __LINE__);
-            return;
-        }
+        size_t bytes = w.temp.cap; /* sized for both lists by fill_memory */
         CU_CHECK(cub::DeviceRadixSort::SortPairs(w.temp.p, bytes, (const uint32_t *)o->dst,
                                                  (uint32_t *)w.dkeys.p, (const int32_t *)o->src_idx,
-                                                 o->dst_idx, m, 0, end_bit));
+                                                 o->dst_idx, m, 0, dst_bits(n)));
     }
     nl_dst_ptr_k<<<blocks_for(m + 1, 256), 256>>>(m, n, (const uint32_t *)w.dkeys.p, o->dst_ptr);
     CU_LAUNCHED();
@@ -598,11 +587,7 @@ static void nlist_fill(const ecenet_nlist *s, ecenet_idx types, const ecenet_nli
         return;
     }
     w.ready = 0;
-    const int64_t n = s->n, K = w.K;
-    if (!fill_memory(w, n)) { /* sized by nlist_count: not reached */
-        fail(-2, "out of device memory (neighbour search keys)", __FILE__, __LINE__);
-        return;
-    }
+    const int64_t n = s->n, K = w.K; /* nlist_count sized every buffer (fill_memory) */
     uint64_t *keys = (uint64_t *)w.keys.p, *sorted = (uint64_t *)w.sorted.p;
     const int64_t *beg = (const int64_t *)w.beg.p, *abeg = (const int64_t *)w.abeg.p;
     if (K > 0) {
@@ -615,13 +600,13 @@ static void nlist_fill(const ecenet_nlist *s, ecenet_idx types, const ecenet_nli
     }
     nl_emit_k<T><<<warp_blocks(n), 32 * WARPS_PER_BLOCK>>>(w.d, abeg, sorted, types, *eo, *no);
     CU_LAUNCHED();
-    if (w.E > 0) {
-        nl_iota_k<<<blocks_for(w.E, 256) < 4096 ? blocks_for(w.E, 256) : 4096, 256>>>(w.E, eo->src_idx);
-        CU_LAUNCHED();
-    }
-    if (w.P > 0) {
-        nl_iota_k<<<blocks_for(w.P, 256) < 4096 ? blocks_for(w.P, 256) : 4096, 256>>>(w.P, no->src_idx);
-        CU_LAUNCHED();
+    for (const ecenet_nlist_out *o : {eo, no}) { /* src_idx: the identity */
+        const int64_t m = o == eo ? w.E : w.P;
+        if (m > 0) {
+            const unsigned nb = blocks_for(m, 256);
+            nl_iota_k<<<nb < 4096 ? nb : 4096, 256>>>(m, o->src_idx);
+            CU_LAUNCHED();
+        }
     }
     group_by_dst(w, w.E, n, eo);
     group_by_dst(w, w.P, n, no);
