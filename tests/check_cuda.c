@@ -195,16 +195,21 @@ typedef struct {
     int pbc[3], has_cell;
     double rce, rcn;
     double outside; /* atoms moved by this many cell vectors (wrap offsets) */
+    int no_mtab;    /* 1: the key's image fields are too wide for the shift table */
 } nl_case;
 
 static const nl_case NL_CASES[] = {
-    {"cubic 12 A, 150 atoms", 150, {12, 0, 0, 0, 12, 0, 0, 0, 12}, {1, 1, 1}, 1, 5.0, 4.0, 0},
-    {"triclinic, atoms outside", 60, {7.1, 0, 0, 1.3, 6.4, 0, -0.9, 1.1, 6.9}, {1, 1, 1}, 1, 5.0, 4.0, 1.7},
-    {"tiny cell, many images", 3, {2.1, 0, 0, 0.4, 2.3, 0, 0.2, -0.3, 2.2}, {1, 1, 1}, 1, 5.0, 4.5, -2.3},
-    {"one atom, self images", 1, {3.0, 0, 0, 0, 3.2, 0, 0, 0, 2.9}, {1, 1, 1}, 1, 4.0, 5.0, 0},
-    {"slab (pbc 1 1 0)", 80, {9.0, 0, 0, 0, 9.5, 0, 0, 0, 14.0}, {1, 1, 0}, 1, 5.0, 4.0, 0.6},
-    {"open cluster", 70, {0}, {0, 0, 0}, 0, 5.0, 4.0, 0},
-    {"nb cutoff larger", 100, {10, 0, 0, 0, 11, 0, 0, 0, 10.5}, {1, 1, 1}, 1, 3.0, 4.5, 0},
+    {"cubic 12 A, 150 atoms", 150, {12, 0, 0, 0, 12, 0, 0, 0, 12}, {1, 1, 1}, 1, 5.0, 4.0, 0, 0},
+    {"triclinic, atoms outside", 60, {7.1, 0, 0, 1.3, 6.4, 0, -0.9, 1.1, 6.9}, {1, 1, 1}, 1, 5.0, 4.0, 1.7, 0},
+    {"tiny cell, many images", 3, {2.1, 0, 0, 0.4, 2.3, 0, 0.2, -0.3, 2.2}, {1, 1, 1}, 1, 5.0, 4.5, -2.3, 0},
+    {"one atom, self images", 1, {3.0, 0, 0, 0, 3.2, 0, 0, 0, 2.9}, {1, 1, 1}, 1, 4.0, 5.0, 0, 0},
+    {"slab (pbc 1 1 0)", 80, {9.0, 0, 0, 0, 9.5, 0, 0, 0, 14.0}, {1, 1, 0}, 1, 5.0, 4.0, 0.6, 0},
+    {"open cluster", 70, {0}, {0, 0, 0}, 0, 5.0, 4.0, 0, 0},
+    {"nb cutoff larger", 100, {10, 0, 0, 0, 11, 0, 0, 0, 10.5}, {1, 1, 1}, 1, 3.0, 4.5, 0, 0},
+    /* 13 images per axis: 4 bits each, over the shift table's 10 in all,
+     * so each pair's shift is computed from its key, not looked up */
+    {"1 A cell, no shift table", 1, {1.05, 0, 0, 0.1, 1.1, 0, 0, 0.2, 1.0}, {1, 1, 1}, 1, 5.0, 4.0, 0, 1},
+    {"2 atoms, no shift table", 2, {1.6, 0, 0, 0, 1.5, 0, 0.1, 0, 1.55}, {1, 1, 1}, 1, 5.0, 4.0, 1.2, 1},
 };
 #define N_NL_CASES ((int)(sizeof NL_CASES / sizeof NL_CASES[0]))
 
@@ -310,7 +315,8 @@ static void nl_free_list(const ecenet_backend *be, ecenet_nlist_out *o)
 /* The device lists of one system against the host's (the device must not
  * ask for the host search here). */
 static void nl_check_system(const ecenet_backend *be, const char *label, size_t N, const double *pos,
-                           const double *cell, const int pbc[3], double rce, double rcn)
+                           const double *cell, const int pbc[3], double rce, double rcn,
+                           int no_mtab)
 {
     char err[512];
     ecn_graph hg, dg;
@@ -321,6 +327,9 @@ static void nl_check_system(const ecenet_backend *be, const char *label, size_t 
     ck_assert_msg(ecn_graph_setup(N, pos, cell, pbc, rce, rcn, &dg, &s, err, sizeof err) ==
                       ECENET_OK,
                   "%s: set-up: %s", label, err);
+    if (no_mtab >= 0)
+        ck_assert_msg(s.use_mtab == !no_mtab, "%s: shift table %s, this case wants it %s", label,
+                      s.use_mtab ? "used" : "not used", no_mtab ? "not used" : "used");
     ecenet_nlist_counts c;
     ck_assert_int_eq(be->nlist_count(&s, &c), 0);
     check_no_cuda_error(label);
@@ -353,20 +362,28 @@ START_TEST(test_nlist_lists)
 {
     const ecenet_backend *be = get_backend(_i);
     ck_assert(be->nlist_count != NULL && be->nlist_fill != NULL && be->download_idx != NULL);
-    for (int k = 0; k < N_NL_CASES; k++) {
-        const nl_case *c = &NL_CASES[k];
-        double *pos = malloc(3 * c->n * sizeof *pos);
-        ck_assert_ptr_nonnull(pos);
-        for (uint64_t seed = 1; seed <= 2; seed++) {
-            nl_positions(c, pos, 100 * (uint64_t)k + seed);
-            char label[128];
-            snprintf(label, sizeof label, "cuda %s, %s (seed %llu)", CONFIGS[_i].label, c->label,
-                     (unsigned long long)seed);
-            nl_check_system(be, label, c->n, pos, c->has_cell ? c->cell : NULL, c->pbc, c->rce,
-                            c->rcn);
+    /* warps per atom: automatic (these small systems get many), then 1 (what
+     * systems over 64 x SMs atoms get) and 3 (a stencil split unevenly) */
+    static const int warps[] = {0, 1, 3};
+    for (int w = 0; w < 3; w++) {
+        ecn_cuda_set_nlist_warps(warps[w]);
+        for (int k = 0; k < N_NL_CASES; k++) {
+            const nl_case *c = &NL_CASES[k];
+            double *pos = malloc(3 * c->n * sizeof *pos);
+            ck_assert_ptr_nonnull(pos);
+            for (uint64_t seed = 1; seed <= 2; seed++) {
+                nl_positions(c, pos, 100 * (uint64_t)k + seed);
+                char label[160];
+                snprintf(label, sizeof label, "cuda %s, %s (seed %llu, warps per atom %s)",
+                         CONFIGS[_i].label, c->label, (unsigned long long)seed,
+                         warps[w] ? (warps[w] == 1 ? "1" : "3") : "auto");
+                nl_check_system(be, label, c->n, pos, c->has_cell ? c->cell : NULL, c->pbc,
+                                c->rce, c->rcn, c->no_mtab);
+            }
+            free(pos);
         }
-        free(pos);
     }
+    ecn_cuda_set_nlist_warps(0);
     /* the golden structures */
     static const char *gold[] = {"diamond", "ethanol"};
     for (int g = 0; g < 2; g++) {
@@ -375,7 +392,7 @@ START_TEST(test_nlist_lists)
         const int pbc[3] = {s.periodic, s.periodic, s.periodic};
         char label[128];
         snprintf(label, sizeof label, "cuda %s, golden %s", CONFIGS[_i].label, gold[g]);
-        nl_check_system(be, label, s.N, s.pos, s.periodic ? s.cell : NULL, pbc, 5.0, 4.0);
+        nl_check_system(be, label, s.N, s.pos, s.periodic ? s.cell : NULL, pbc, 5.0, 4.0, -1);
         free_structure(&s);
     }
     /* a coincident pair (through an image): the device asks for the host search */
@@ -395,8 +412,8 @@ START_TEST(test_nlist_lists)
         ecn_graph_free(&dg);
     }
     check_no_cuda_error("nlist");
-    printf("cuda %-8s device neighbour lists equal the host's (%d systems x 2 seeds + 2 golden), "
-           "coincident pair -> host search\n",
+    printf("cuda %-8s device neighbour lists equal the host's (%d systems x 2 seeds x 3 warp "
+           "counts + 2 golden), coincident pair -> host search\n",
            CONFIGS[_i].label, N_NL_CASES);
 }
 END_TEST

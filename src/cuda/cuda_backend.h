@@ -77,6 +77,14 @@ unsigned long long ecn_cuda_layer_tc_launches(void);
 int ecn_cuda_error(char *buf, size_t len);
 void ecn_cuda_clear_error(void);
 
+/* Warps per atom in the device neighbour search (internal, for the tests:
+ * the automatic choice gives small systems many warps and systems over
+ * 64 x SMs atoms one, so a test forces np to cover both). np <= 0: the
+ * automatic choice (default); otherwise np, capped by the stencil size and
+ * 32 as the automatic one is. Returns the previous setting. Implemented in
+ * cuda_nlist.cu. */
+int ecn_cuda_set_nlist_warps(int np);
+
 /* Bytes of device memory currently held / at most held through the
  * backend's alloc hook since the start (or the last reset). */
 size_t ecn_cuda_bytes_in_use(void);

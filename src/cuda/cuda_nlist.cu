@@ -26,6 +26,7 @@
  * Integer atomics only, for the "coincident pair seen" flag; the lists do not
  * depend on scheduling. A coincident pair or an overflowing list sets
  * counts.fallback: the caller runs the host search, which names the atoms. */
+#include <atomic>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_sort.cuh>
@@ -93,6 +94,7 @@ struct Scratch {
     }
 };
 thread_local Scratch scr;
+std::atomic<int> warps_override{0}; /* ecn_cuda_set_nlist_warps; 0 = automatic */
 
 /* ---- the host's arithmetic (graph_search.c), rounded as written there ---------------- */
 
@@ -509,6 +511,8 @@ static int nlist_count(const ecenet_nlist *s, ecenet_nlist_counts *c)
      * would leave most of the GPU idle), at most one per stencil cell */
     const int64_t want = (int64_t)state().n_sm * 64;
     int64_t np = (want + n - 1) / n;
+    if (warps_override.load() > 0)
+        np = warps_override.load();
     if (np > s->visits)
         np = s->visits;
     if (np > 32)
@@ -623,3 +627,8 @@ template void fill_nlist<float>(ecenet_backend &);
 template void fill_nlist<double>(ecenet_backend &);
 
 } // namespace ecn_cu
+
+extern "C" int ecn_cuda_set_nlist_warps(int np)
+{
+    return ecn_cu::warps_override.exchange(np > 0 ? np : 0);
+}
