@@ -153,21 +153,38 @@ __global__ void __launch_bounds__(256, 4) frame_in_k(int64_t E, Geo g, Rows<T> r
     }
     __syncthreads();
     /* write: X[e0 + k][slot][f], f = b·(L+1) + l; a thread keeps its f,
-     * consecutive threads on consecutive f */
+     * consecutive threads on consecutive f. +=: the old values of a group of
+     * GRP slots (8 fp32, 4 fp64) are loaded first, then added and stored (one
+     * load-add-store chain per slot keeps one load in flight per thread; by
+     * ncu on the H200 bench 0.463 -> 0.293 ms fp32, 0.962 -> 0.618 fp64); the
+     * valid slots of f are 0, then 2m and 2m+1 for m = 1..ml */
+    constexpr int GRP = sizeof(T) == 4 ? 8 : 4;
     for (int f = threadIdx.x; f < g.F; f += blockDim.x) {
         const int b = f / L1, l = f - b * L1, ml = l < g.M ? l : g.M;
         const T *src = sO + l * OB + b;
+        const int nv = 2 * ml + 1;
         for (int k = 0; k < ne; k++) {
             T *Xe = X + (e0 + k) * XE + f;
-            for (int slot = 0; slot < 2 * g.Q; slot++) {
-                const T v = src[k * OE + slot * OS];
-                if (ACC) {
-                    const int m = slot >> 1;
-                    if (m <= ml && (m || !(slot & 1)))
-                        Xe[slot * g.F] += v;
-                } else {
-                    Xe[slot * g.F] = v;
+            const T *sk = src + k * OE;
+            if (ACC) {
+                for (int v0 = 0; v0 < nv; v0 += GRP) {
+                    T old[GRP];
+#pragma unroll
+                    for (int j = 0; j < GRP; j++) {
+                        const int slot = v0 + j + (v0 + j > 0); /* j-th valid slot */
+                        if (v0 + j < nv)
+                            old[j] = Xe[slot * g.F];
+                    }
+#pragma unroll
+                    for (int j = 0; j < GRP; j++) {
+                        const int slot = v0 + j + (v0 + j > 0);
+                        if (v0 + j < nv)
+                            Xe[slot * g.F] = old[j] + sk[slot * OS];
+                    }
                 }
+            } else {
+                for (int slot = 0; slot < 2 * g.Q; slot++)
+                    Xe[slot * g.F] = sk[slot * OS];
             }
         }
     }
