@@ -813,15 +813,19 @@ static void test_layers(tctx *c, setup *u)
             tc_set(is_cuda, tc_old);
         }
     /* RealSpace: every activation (the shape's first), model tables and random ones,
-     * with and without the affine */
+     * with and without the affine; on cuda the grid tables also with the
+     * sin0_zero flag (which lets it skip that slot) and a random, nonzero sin
+     * m = 0 input slot, which meets only zero table entries either way */
     for (int act = 0; act <= ECENET_ACT_IDENTITY; act++)
-        for (int variant = 0; variant < 3; variant++) {
+        for (int variant = 0; variant < 3; variant++)
+        for (int s0z = 0; s0z <= (is_cuda && variant != 1); s0z++) {
             const int a = (act + u->s.act) % (ECENET_ACT_IDENTITY + 1);
             const int affine = variant >= 1, corr = variant == 2 && u->s.corr;
             rs_pair rp = make_rs(c, F, Q, G, T, a, affine, corr, variant == 1);
-            snprintf(op, sizeof op, "realspace act=%d affine=%d corr=%d tables=%s", a, affine,
-                     corr, variant == 1 ? "random" : "grid");
-            tens X = features(c, E, Q, F, variant != 1);
+            rp.h.sin0_zero = rp.d.sin0_zero = s0z;
+            snprintf(op, sizeof op, "realspace act=%d affine=%d corr=%d tables=%s%s", a, affine,
+                     corr, variant == 1 ? "random" : "grid", s0z ? " (sin0_zero)" : "");
+            tens X = features(c, E, Q, F, variant != 1 && !s0z);
             tens Y = t_out(c, (size_t)E * XE);
             ref_realspace_fwd(E, &rp.h, u->tsrc, u->ttgt, X.h, Y.h);
             be->realspace_fwd(E, &rp.d, u->d_tsrc, u->d_ttgt, X.d, Y.d);
