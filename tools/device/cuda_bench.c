@@ -368,19 +368,24 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
         static const int cfgs[][2] = {{512, 4}, {256, 8}, {512, 8}, {2048, 8}, {1024, 8},
                                       {1024, 4}, {256, 4}, {128, 4}, {2048, 16}, {512, 16}};
         const int sweep_reps = reps < 20 ? reps : 20;
-        printf("  launch sweep (fwd, vjp+=), %d runs each; a row is one channel (scalar) or %d "
+        printf("  launch sweep (fwd, vjp+=; vector: also the layer kernels), %d runs each; a row is "
+               "one channel (scalar) or %d "
                "(vector):\n",
                sweep_reps, (int)(16 / rs));
         for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
             if (ecn_cuda_set_rs_launch(cfgs[ci][0], cfgs[ci][1]) != 0)
                 continue;
-            double m[2][2];
+            /* m[mode][v]: v = 0 fwd, 1 the layer fwd, 2 vjp+=, 3 the layer vjp
+             * (the layer kernels in the vector mode only) */
+            double m[2][4];
             for (int mi = 0; mi < 2; mi++) {
                 ecn_cuda_set_rs_vector(mi ? 2 : 0);
-                for (int v = 0; v < 2; v++) {
+                for (int v = 0; v < 4; v++) {
+                    if (!mi && (v & 1))
+                        continue;
                     double tt[256];
                     for (int r = 0; r < sweep_reps + 2; r++) {
-                        const double t = rsb_run(&c, v ? 2 : 0, r);
+                        const double t = rsb_run(&c, v, r);
                         if (r >= 2)
                             tt[r - 2] = t;
                     }
@@ -388,10 +393,11 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
                 }
             }
             printf("    RS_BLOCK=%5d RS_WARPS=%2d: scalar fwd %.3f ms (%3.0f%%) vjp+= %.3f ms (%3.0f%%) "
-                   "| vector fwd %.3f ms (%3.0f%%) vjp+= %.3f ms (%3.0f%%)\n",
-                   cfgs[ci][0], cfgs[ci][1], m[0][0], 100 * mc / m[0][0], m[0][1],
-                   100 * 2 * mc / m[0][1], m[1][0], 100 * mc / m[1][0], m[1][1],
-                   100 * 2 * mc / m[1][1]);
+                   "| vector fwd %.3f ms (%3.0f%%) vjp+= %.3f ms (%3.0f%%) layer fwd %.3f layer vjp "
+                   "%.3f ms\n",
+                   cfgs[ci][0], cfgs[ci][1], m[0][0], 100 * mc / m[0][0], m[0][2],
+                   100 * 2 * mc / m[0][2], m[1][0], 100 * mc / m[1][0], m[1][2],
+                   100 * 2 * mc / m[1][2], m[1][1], m[1][3]);
         }
         ecn_cuda_set_rs_launch(512, 4); /* the default */
     }
