@@ -325,6 +325,7 @@ template <typename T> static ecenet_backend make()
     fill_geometry<T>(b);
     fill_wigner<T>(b);
     fill_frame<T>(b);
+    fill_mp<T>(b);
     fill_layers<T>(b);
     fill_readout<T>(b);
     fill_nlist<T>(b);

@@ -10,6 +10,7 @@ namespace ecn_cu {
 template <typename T> void fill_geometry(ecenet_backend &b); /* cuda_geometry.cu */
 template <typename T> void fill_wigner(ecenet_backend &b);   /* cuda_wigner.cu */
 template <typename T> void fill_frame(ecenet_backend &b);    /* cuda_frame.cu */
+template <typename T> void fill_mp(ecenet_backend &b);       /* cuda_mp.cu */
 template <typename T> void fill_layers(ecenet_backend &b);   /* cuda_layers.cu */
 template <typename T> void fill_readout(ecenet_backend &b);  /* cuda_readout.cu */
 template <typename T> void fill_nlist(ecenet_backend &b);    /* cuda_nlist.cu */
