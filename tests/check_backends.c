@@ -224,12 +224,18 @@ static int32_t *ibuf(tctx *c, const int32_t *src, size_t n)
 }
 
 /* compare the backend's result with the ref's; VJP outputs by their increments */
-static void t_check(tctx *c, const tens *t, const char *op, const char *what, int vjp)
+/* mask (NULL: all): compare only the entries where mask[k] != 0 */
+static void t_check_mask(tctx *c, const tens *t, const char *op, const char *what, int vjp,
+                         const unsigned char *mask)
 {
     const size_t n = t->n;
     double *got = hbuf(c, n), *want = hbuf(c, n);
     if (n)
         c->be->download(got, t->d, n);
+    if (mask)
+        for (size_t k = 0; k < n; k++)
+            if (!mask[k])
+                got[k] = t->h[k];
     double floor = 0.0;
     if (t->init) {
         /* an accumulation into the backend's buffer rounds at the scale of the
@@ -266,6 +272,11 @@ static void t_check(tctx *c, const tens *t, const char *op, const char *what, in
     ck_assert_msg(err <= tol, "%s %s %s [%s]: %s relative L2 error %.3e > %.1e (n = %zu)",
                   c->be->name, c->be->precision == ECENET_F64 ? "f64" : "f32", op, c->shape, what,
                   err, tol, n);
+}
+
+static void t_check(tctx *c, const tens *t, const char *op, const char *what, int vjp)
+{
+    t_check_mask(c, t, op, what, vjp, NULL);
 }
 
 /* ---- shapes ----------------------------------------------------------------------- */
@@ -812,6 +823,46 @@ static void test_layers(tctx *c, setup *u)
             }
             tc_set(is_cuda, tc_old);
         }
+    /* the first layer's linear (frame_nl): X with the edge frame's zeros
+     * (channel b·(L+1) + l of slot m zero where l < m, the sin m = 0 slot
+     * zero); the VJP is compared at the valid positions, the only ones it
+     * must update. cuda runs its packed path here (except with TF32), and
+     * must really run it */
+    if (dm->Q <= dm->L + 1)
+        for (int variant = 0; variant < 2; variant++) {
+            const int nl = dm->L + 1, corr = variant ? u->s.corr : 0;
+            lin_pair lp = make_linear(c, F, F, Q, T, 1, corr);
+            lp.h.frame_nl = lp.d.frame_nl = nl;
+            snprintf(op, sizeof op, "linear %d->%d frame_nl=%d corr=%d", F, F, nl, corr);
+            const size_t n = (size_t)E * XE;
+            double *x = hbuf(c, n);
+            unsigned char *valid = (unsigned char *)hbuf(c, n);
+            for (size_t k = 0; k < n; k++) {
+                const int f = (int)(k % (size_t)F), slot = (int)(k / F % (2 * Q)), m = slot / 2;
+                valid[k] = f % nl >= m && slot != 1;
+                x[k] = valid[k] ? tu_normal() : 0.0;
+            }
+            tens X = t_from(c, x, n), Y = t_out(c, n);
+#ifdef ECENET_HAVE_CUDA
+            const unsigned long long r0 = is_cuda ? ecn_cuda_frame_pack_runs() : 0;
+#endif
+            ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, X.h, Y.h);
+            be->linear_fwd(E, &lp.d, u->d_tsrc, u->d_ttgt, X.d, Y.d);
+            t_check(c, &Y, op, "fwd Y", 0);
+            tens Yb = t_rand(c, n, 1.0), Xb = t_acc(c, n);
+            ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
+            be->linear_vjp(E, &lp.d, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
+            t_check_mask(c, &Xb, op, "vjp Xbar (valid positions)", 1, valid);
+#ifdef ECENET_HAVE_CUDA
+            if (is_cuda) {
+                const int applies = E > 0 && !(be->real_size == 4 && ecn_cuda_tf32());
+                const unsigned long long ran = ecn_cuda_frame_pack_runs() - r0;
+                ck_assert_msg(ran == (applies ? 2u : 0u),
+                              "%s: the packed path ran %llu times, expected %d", op, ran,
+                              applies ? 2 : 0);
+            }
+#endif
+        }
     /* RealSpace: every activation (the shape's first), model tables and random ones,
      * with and without the affine; on cuda the grid tables also with the
      * sin0_zero flag (which lets it skip that slot) and a random, nonzero sin
@@ -898,6 +949,44 @@ static void test_layers(tctx *c, setup *u)
             }
             tc_set(is_cuda, tc_old);
         }
+    /* the fused layer on the first layer's linear (frame_nl), as the engine
+     * runs it (sin0_zero where cuda honours it); the VJP at the valid positions */
+    if (be->layer_fwd && be->layer_vjp && Q <= dm->L + 1) {
+        const int nl = dm->L + 1;
+        lin_pair lp = make_linear(c, F, F, Q, T, 1, 0);
+        lp.h.frame_nl = lp.d.frame_nl = nl;
+        rs_pair rp = make_rs(c, F, Q, G, T, u->s.act, 0, 0, 0);
+        rp.h.sin0_zero = rp.d.sin0_zero = is_cuda;
+        snprintf(op, sizeof op, "layer frame_nl=%d sin0_zero=%d", nl, is_cuda);
+        const size_t n = (size_t)E * XE;
+        tens Xio = t_acc(c, n), Z = t_out(c, n);
+        unsigned char *valid = (unsigned char *)hbuf(c, n);
+        for (size_t k = 0; k < n; k++) {
+            const int f = (int)(k % (size_t)F), slot = (int)(k / F % (2 * Q)), m = slot / 2;
+            valid[k] = f % nl >= m && slot != 1;
+            Xio.h[k] = Xio.init[k] = valid[k] ? tu_normal() : 0.0;
+        }
+        if (E) {
+            be->upload(Xio.d, Xio.h, n);
+            be->download(Xio.h, Xio.d, n); /* rounded to the backend's precision */
+            memcpy(Xio.init, Xio.h, n * sizeof(double));
+        }
+        double *tmp = hbuf(c, n);
+        ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, Xio.h, Z.h);
+        ref_realspace_fwd(E, &rp.h, u->tsrc, u->ttgt, Z.h, tmp);
+        ref_add((int64_t)n, tmp, Xio.h);
+        be->layer_fwd(E, &lp.d, &rp.d, u->d_tsrc, u->d_ttgt, Xio.d, Z.d);
+        t_check(c, &Z, op, "fwd Z", 0);
+        t_check(c, &Xio, op, "fwd X += RealSpace(Z)", 0);
+        tens Zb = features(c, E, Q, F, 1), Xb = t_acc(c, n);
+        for (size_t k = 0; k < n; k++)
+            tmp[k] = 0.0;
+        ref_realspace_vjp(E, &rp.h, u->tsrc, u->ttgt, Zb.h, Xb.h, tmp);
+        ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, tmp, Xb.h);
+        be->layer_vjp(E, &lp.d, &rp.d, u->d_tsrc, u->d_ttgt, Zb.d, Xb.d,
+                      dalloc(c, n * be->real_size));
+        t_check_mask(c, &Xb, op, "vjp Xbar (valid positions)", 1, valid);
+    }
 }
 
 static void test_mp(tctx *c, setup *u)
@@ -1454,7 +1543,7 @@ START_TEST(test_guard_pages)
                 const size_t nwt = (size_t)Q * fout * fin;
                 ecenet_linear_params lp = {fin, fout, Q, T, guarded(&g, be, nwt),
                                            guarded(&g, be, (size_t)fout), guarded(&g, be, T * nwt),
-                                           guarded(&g, be, T * nwt), NULL};
+                                           guarded(&g, be, T * nwt), NULL, 0};
                 void *X = guarded(&g, be, XI), *Y = guarded(&g, be, XO);
                 be->linear_fwd(E, &lp, ty, ty, X, Y);
                 be->linear_vjp(E, &lp, ty, ty, Y, X);

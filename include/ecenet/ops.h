@@ -68,6 +68,17 @@ typedef struct {
     /* w transposed, (Q, fin, fout), for the VJP's product; set by the engine
      * only for a backend with linear_w_t (else NULL) */
     const void *w_t;
+    /* Nonzero (= L+1) only on the first linear of the layer stack, set by the
+     * engine where that linear reads the edge frame's output unchanged (no
+     * distance embedding or FiLM in between) and M <= L: X then has the
+     * frame's validity pattern (SPEC §8.2): in slot (m, part) the channel
+     * f = b·frame_nl + l is exactly zero where l < m, and the sin m = 0 slot
+     * is zero. linear_fwd may skip those input columns; linear_vjp (and
+     * layer_vjp) need to update Xb only at the valid positions (l >= m, not
+     * sin m = 0) and may leave the others as they were: nothing reads them
+     * (the edge frame VJP reads the valid slots only). 0: no assumption (ref
+     * and omp compute every column either way). */
+    int frame_nl;
 } ecenet_linear_params;
 
 /* RealSpace nonlinearity on the θ grid (SPEC §11). */

@@ -155,6 +155,11 @@ ecenet_status ecn_engine_create(const ecenet_model *m, const ecenet_backend *be,
     eng->V_dist = up(eng, m->V_dist, (size_t)c->n_dist_embed * c->F);
     for (int k = 0; k < nl; k++) {
         eng->lin[k] = up_linear(eng, &m->lin[k]);
+        /* the first layer reads the edge frame's output, half of whose
+         * columns are structural zeros (ecenet_linear_params.frame_nl) */
+        if (k == 0 && !c->n_dist_embed && !c->element_film && c->m_max <= c->l_max &&
+            m->lin[0].fin == c->F && c->F % (c->l_max + 1) == 0)
+            eng->lin[0].frame_nl = c->l_max + 1;
         if (m->lin_up)
             eng->lin_up[k] = up_linear(eng, &m->lin_up[k]);
         if (c->use_nonlinearity)

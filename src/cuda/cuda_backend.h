@@ -71,6 +71,11 @@ int ecn_cuda_set_layer_tc(int mode);
  * that the path they mean to test really ran) */
 unsigned long long ecn_cuda_layer_tc_launches(void);
 
+/* how many linear calls ran on the edge frame's valid columns only
+ * (ecenet_linear_params.frame_nl, cuda_linear_frame.cu; tests check that the
+ * path they mean to test really ran) */
+unsigned long long ecn_cuda_frame_pack_runs(void);
+
 /* The first CUDA / cuBLAS error the backend saw (sticky): 0 if none, else a
  * nonzero code with a message in buf. Once an error is recorded, download
  * writes NaN so that no silently wrong result leaves the backend. */

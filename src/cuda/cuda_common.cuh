@@ -110,6 +110,29 @@ template <typename K> static inline bool smem_ready(K kernel, size_t bytes, cons
     return true;
 }
 
+/* ---- cuBLAS strided-batched GEMM for float / double ----------------------------------------- */
+
+static inline void gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, float alpha, const float *A, int lda, long long sA, const float *B,
+                    int ldb, long long sB, float beta, float *C, int ldc, long long sC, int batch)
+{
+    BLAS_CHECK(cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, lda, sA, B, ldb, sB,
+                                         &beta, C, ldc, sC, batch));
+}
+
+static inline void gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, double alpha, const double *A, int lda, long long sA, const double *B,
+                    int ldb, long long sB, double beta, double *C, int ldc, long long sC,
+                    int batch)
+{
+    BLAS_CHECK(cublasDgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, lda, sA, B, ldb, sB,
+                                         &beta, C, ldc, sC, batch));
+}
+
+/* ---- equivariant linear --------------------------------------------------------------------------- */
+
+/* Y[e][j][o] += Σ_i X[e][j][i]·(w_src[t_src] + w_tgt[t_tgt])[m][o][i]: a warp per output,
+ * lanes over i, a fixed shuffle tree */
 /* ---- compact Wigner-D block offset: Σ_{l'<l}(2l'+1)² ------------------------------- */
 __host__ __device__ static inline int dblock(int l) { return l * (2 * l - 1) * (2 * l + 1) / 3; }
 

@@ -21,6 +21,12 @@ bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
                   float *X, float *Z);
 /* Xbar += Ybar·W (every slot; not the per-type corrections) in split TF32 */
 bool lin_tc_vjp(int64_t E, const ecenet_linear_params *p, const float *Yb, float *Xb);
+/* cuda_linear_frame.cu: the first layer's linear (frame_nl) on the edge
+ * frame's valid columns; false (nothing done) where it does not apply */
+template <typename T>
+bool lin_frame_fwd(int64_t E, const ecenet_linear_params *p, const void *X, void *Y);
+template <typename T>
+bool lin_frame_vjp(int64_t E, const ecenet_linear_params *p, const void *Yb, void *Xb);
 } // namespace ecn_cu
 
 #endif

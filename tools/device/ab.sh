@@ -1,0 +1,26 @@
+#!/bin/bash
+# Device check of a change that moves bits but must keep the accuracy: the
+# test programs on cuda (check_cuda, check_options, check_backends' ops case
+# with CB_CASE=ops, or every case), then the bench rows of the previous build
+# (pack.sh BASE=: ecenet_base), this build and this build with $VARIANT
+# ("ENV=value": the same binary with an env switch) alternated twice, then
+# compute-sanitizer memcheck of a small bench. About 5 minutes.
+#   CB_CASE=ops VARIANT=ECENET_FRAME_PACK=0 bash tools/device/ab.sh
+source "$(dirname "$0")/env.sh"
+cd $B; [[ -x ecenet_base || ! -f base.tar.xz ]] || tar -xJf base.tar.xz
+T0=$SECONDS
+echo "== check_cuda"; timeout 120 ./check_cuda > $OUT/check_cuda.log 2>&1; echo "rc=$?"; tail -1 $OUT/check_cuda.log
+echo "== check_options $((SECONDS-T0))s"; timeout 100 ./check_options > $OUT/check_options.log 2>&1; echo "rc=$?"; tail -1 $OUT/check_options.log
+echo "== check_backends (cuda${CB_CASE:+, case $CB_CASE}) $((SECONDS-T0))s"
+ECENET_TEST_BACKEND=cuda CK_RUN_CASE=$CB_CASE timeout ${CB_LIMIT:-250} ./check_backends > $OUT/check_backends.log 2>&1
+echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends.log | cut -c1-300 | tail -8
+echo "== bench, alternated $((SECONDS-T0))s"
+for rep in 1 2; do for cfg in ecenet_base ecenet ${VARIANT:+ecenet:$VARIANT}; do
+  bin=${cfg%%:*}; env=; [[ $cfg == *:* ]] && env=${cfg#*:}
+  [[ -x ./$bin ]] || continue
+  env $env timeout 90 ./$bin bench --config bench --diamond 4 --backend ${ROWS:-cuda:tf32+nlist,cuda:f32+nlist,cuda:f64+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror|d[EF]" | sed "s/^/$cfg /"
+done; done
+echo "== memcheck $((SECONDS-T0))s"
+timeout 200 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:f32+nlist,cuda:f64+nlist --n-warmup 0 --n-time 1 > $OUT/memcheck.log 2>&1
+echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $OUT/memcheck.log | head -5
+echo "== done $((SECONDS-T0))s"
