@@ -12,7 +12,12 @@
  * packed the same way, and slot m is a GEMM with K = K_m (cos and sin of one
  * m as a batch of two). The VJP runs the transposed products into a packed
  * chunk and adds it back to Xb's valid positions; Xb's other positions are
- * left as they were (nothing reads them). The same products as the plain
+ * left as they were (nothing reads them). The cos m = 0 slot has no zeros
+ * (every l >= 0), so it is not packed: its GEMMs read X and write Xb in
+ * place, as on the plain path. With nl = 4 the pack and unpack kernels move
+ * each (b) group of four channels as one 16-byte (fp32) or two 16-byte (fp64)
+ * accesses; the unpack writes the whole group back (its l < m entries
+ * unchanged). The same products as the plain
  * path less the exact zeros, summed in another order: results agree to
  * rounding, and two runs stay bitwise equal.
  *
@@ -33,18 +38,19 @@ namespace ecn_cu {
  * allocation grows with the system */
 #define FP_CHUNK_MB 64
 
-/* the packed layout of one edge: segments s = 0..2Q-2 are (m, part) = (0, cos),
- * (1, cos), (1, sin), (2, cos), ...; segment s holds K_m columns from off[s] */
+/* the packed layout of one edge: segments s = 0..2Q-3 are (m, part) = (1, cos),
+ * (1, sin), (2, cos), ...; segment s holds K_m columns from off[s] */
 struct FpLayout {
     int nl, B, Q, F, fout, Kc, nseg, wtot;
     int seg_m[2 * FP_MAX_Q], seg_p[2 * FP_MAX_Q], off[2 * FP_MAX_Q];
-    int woff[FP_MAX_Q + 1]; /* packed weights of m: fout × K_m from woff[m] */
+    int woff[FP_MAX_Q + 1]; /* packed weights of m >= 1: fout × K_m from woff[m] */
 };
 
 static bool fp_layout(const ecenet_linear_params *p, FpLayout &L)
 {
     const int nl = p->frame_nl, Q = p->Q;
-    if (nl <= 0 || Q < 1 || Q > nl || Q > FP_MAX_Q || p->fin % nl)
+    /* Q = 1: only the cos m = 0 slot, which has no zeros */
+    if (nl <= 0 || Q < 2 || Q > nl || Q > FP_MAX_Q || p->fin % nl)
         return false;
     L.nl = nl;
     L.B = p->fin / nl;
@@ -53,10 +59,10 @@ static bool fp_layout(const ecenet_linear_params *p, FpLayout &L)
     L.fout = p->fout;
     L.nseg = 0;
     int k = 0;
-    L.woff[0] = 0;
-    for (int m = 0; m < Q; m++) {
+    L.woff[0] = L.woff[1] = 0;
+    for (int m = 1; m < Q; m++) {
         const int Km = L.B * (nl - m);
-        for (int part = 0; part < (m ? 2 : 1); part++) {
+        for (int part = 0; part < 2; part++) {
             L.seg_m[L.nseg] = m;
             L.seg_p[L.nseg] = part;
             L.off[L.nseg++] = k;
@@ -69,10 +75,31 @@ static bool fp_layout(const ecenet_linear_params *p, FpLayout &L)
     return true;
 }
 
+/* a group of four channels (l = 0..3 of one b), 16-byte aligned */
+__device__ static inline void ld4(const float *p, float v[4])
+{
+    const float4 a = *(const float4 *)p;
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+}
+__device__ static inline void ld4(const double *p, double v[4])
+{
+    const double2 a = ((const double2 *)p)[0], b = ((const double2 *)p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+}
+__device__ static inline void st4(float *p, const float v[4])
+{
+    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ static inline void st4(double *p, const double v[4])
+{
+    ((double2 *)p)[0] = make_double2(v[0], v[1]);
+    ((double2 *)p)[1] = make_double2(v[2], v[3]);
+}
+
 /* Xc[e][off[s] + (l−m)·B + b] = X[e][2m+part][b·nl + l], l >= m; one thread
  * per (edge, b) of a segment (blockIdx.y): consecutive threads write
- * consecutive columns, their strided reads meet in L1 */
-template <typename T>
+ * consecutive columns; NL4: nl = 4 and 16-byte aligned rows, one group load */
+template <typename T, bool NL4>
 __global__ void fp_pack_k(int64_t n, FpLayout L, const T *X, T *Xc)
 {
     const int s = blockIdx.y, m = L.seg_m[s], slot = 2 * m + L.seg_p[s];
@@ -83,13 +110,21 @@ __global__ void fp_pack_k(int64_t n, FpLayout L, const T *X, T *Xc)
         const int b = (int)(t % L.B);
         const T *x = X + e * XE + (int64_t)slot * L.F + (int64_t)b * L.nl;
         T *o = Xc + e * L.Kc + L.off[s] + b;
-        for (int l = m; l < L.nl; l++)
-            o[(l - m) * L.B] = x[l];
+        if (NL4) {
+            T v[4];
+            ld4(x, v);
+#pragma unroll
+            for (int l = 1; l < 4; l++)
+                if (l >= m)
+                    o[(l - m) * L.B] = v[l];
+        } else
+            for (int l = m; l < L.nl; l++)
+                o[(l - m) * L.B] = x[l];
     }
 }
 
 /* Xb[e][2m+part][b·nl + l] += Xbc[e][off[s] + (l−m)·B + b], l >= m */
-template <typename T>
+template <typename T, bool NL4>
 __global__ void fp_unpack_add_k(int64_t n, FpLayout L, const T *Xbc, T *Xb)
 {
     const int s = blockIdx.y, m = L.seg_m[s], slot = 2 * m + L.seg_p[s];
@@ -100,8 +135,17 @@ __global__ void fp_unpack_add_k(int64_t n, FpLayout L, const T *Xbc, T *Xb)
         const int b = (int)(t % L.B);
         T *x = Xb + e * XE + (int64_t)slot * L.F + (int64_t)b * L.nl;
         const T *g = Xbc + e * L.Kc + L.off[s] + b;
-        for (int l = m; l < L.nl; l++)
-            x[l] += g[(l - m) * L.B];
+        if (NL4) {
+            T v[4];
+            ld4(x, v);
+#pragma unroll
+            for (int l = 1; l < 4; l++)
+                if (l >= m)
+                    v[l] += g[(l - m) * L.B];
+            st4(x, v);
+        } else
+            for (int l = m; l < L.nl; l++)
+                x[l] += g[(l - m) * L.B];
     }
 }
 
@@ -112,7 +156,7 @@ template <typename T>
 __global__ void fp_pack_w_k(FpLayout L, const T *w, T *Wp, T *Wpt)
 {
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < L.wtot; t += gridDim.x * blockDim.x) {
-        int m = 0;
+        int m = 1;
         while (t >= L.woff[m + 1])
             m++;
         const int Km = L.B * (L.nl - m), r = t - L.woff[m], o = r / Km, k = r % Km;
@@ -195,6 +239,13 @@ template <typename T> static bool fp_plan(int64_t E, const ecenet_linear_params 
     return true;
 }
 
+/* the group kernels: nl = 4, rows 16-byte aligned (X and Xb come from
+ * cudaMalloc; F = 4B keeps every row and slot aligned) */
+static bool fp_nl4(const FpLayout &L, const void *X)
+{
+    return L.nl == 4 && ((uintptr_t)X & 15) == 0;
+}
+
 static dim3 fp_grid(int64_t n, const FpLayout &L)
 {
     const unsigned nb = blocks_for(n * L.B, 256), cap = state().n_sm * 32;
@@ -214,16 +265,23 @@ bool lin_frame_fwd(int64_t E, const ecenet_linear_params *p, const void *X_, voi
     const T *X = (const T *)X_;
     T *Y = (T *)Y_;
     const int64_t XE = 2LL * L.Q * L.F, YE = 2LL * L.Q * L.fout;
+    const bool v4 = fp_nl4(L, X);
     cublasHandle_t h = blas(1);
+    /* cos m = 0: every column valid, in place */
+    gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, L.fout, (int)E, L.F, (T)1, (const T *)p->w, L.F, 0, X,
+            (int)XE, 0, (T)0, Y, (int)YE, 0, 1);
     for (int64_t e0 = 0; e0 < E; e0 += P.rows) {
         const int n = (int)(E - e0 < P.rows ? E - e0 : P.rows);
-        fp_pack_k<T><<<fp_grid(n, L), 256>>>(n, L, X + e0 * XE, P.Xc);
+        if (v4)
+            fp_pack_k<T, true><<<fp_grid(n, L), 256>>>(n, L, X + e0 * XE, P.Xc);
+        else
+            fp_pack_k<T, false><<<fp_grid(n, L), 256>>>(n, L, X + e0 * XE, P.Xc);
         CU_LAUNCHED();
-        for (int m = 0, s = 0; m < L.Q; s += m ? 2 : 1, m++) {
+        for (int m = 1, s = 0; m < L.Q; s += 2, m++) {
             const int Km = L.B * (L.nl - m);
             gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, L.fout, n, Km, (T)1, P.Wp + L.woff[m], Km, 0,
                     P.Xc + L.off[s], L.Kc, Km, (T)0, Y + e0 * YE + 2LL * m * L.fout, (int)YE,
-                    L.fout, m ? 2 : 1);
+                    L.fout, 2);
         }
     }
     return true;
@@ -241,16 +299,28 @@ bool lin_frame_vjp(int64_t E, const ecenet_linear_params *p, const void *Yb_, vo
     const T *Yb = (const T *)Yb_;
     T *Xb = (T *)Xb_;
     const int64_t XE = 2LL * L.Q * L.F, YE = 2LL * L.Q * L.fout;
+    const bool v4 = fp_nl4(L, Xb);
     cublasHandle_t h = blas(1);
+    /* cos m = 0 in place, from w_t where the engine uploaded it (the op-T
+     * form, as on the plain path) */
+    {
+        const T *wa = p->w_t ? (const T *)p->w_t : (const T *)p->w;
+        const cublasOperation_t ta = p->w_t ? CUBLAS_OP_T : CUBLAS_OP_N;
+        gemm_sb(h, ta, CUBLAS_OP_N, L.F, (int)E, L.fout, (T)1, wa, p->w_t ? L.fout : L.F, 0, Yb,
+                (int)YE, 0, (T)1, Xb, (int)XE, 0, 1);
+    }
     for (int64_t e0 = 0; e0 < E; e0 += P.rows) {
         const int n = (int)(E - e0 < P.rows ? E - e0 : P.rows);
-        for (int m = 0, s = 0; m < L.Q; s += m ? 2 : 1, m++) {
+        for (int m = 1, s = 0; m < L.Q; s += 2, m++) {
             const int Km = L.B * (L.nl - m);
             gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, Km, n, L.fout, (T)1, P.Wpt + L.woff[m], L.fout,
                     0, Yb + e0 * YE + 2LL * m * L.fout, (int)YE, L.fout, (T)0, P.Xc + L.off[s],
-                    L.Kc, Km, m ? 2 : 1);
+                    L.Kc, Km, 2);
         }
-        fp_unpack_add_k<T><<<fp_grid(n, L), 256>>>(n, L, P.Xc, Xb + e0 * XE);
+        if (v4)
+            fp_unpack_add_k<T, true><<<fp_grid(n, L), 256>>>(n, L, P.Xc, Xb + e0 * XE);
+        else
+            fp_unpack_add_k<T, false><<<fp_grid(n, L), 256>>>(n, L, P.Xc, Xb + e0 * XE);
         CU_LAUNCHED();
     }
     return true;

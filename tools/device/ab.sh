@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device check of a change that moves bits but must keep the accuracy: the
 # test programs on cuda (check_cuda, check_options, check_backends' ops case
-# with CB_CASE=ops, or every case), then the bench rows of the previous build
+# with CB_CASE=ops, or every case: CB_CASE unset, not empty), then the bench rows of the previous build
 # (pack.sh BASE=: ecenet_base), this build and this build with $VARIANT
 # ("ENV=value": the same binary with an env switch) alternated twice, then
 # compute-sanitizer memcheck of a small bench. About 5 minutes.
@@ -12,7 +12,7 @@ T0=$SECONDS
 echo "== check_cuda"; timeout 120 ./check_cuda > $OUT/check_cuda.log 2>&1; echo "rc=$?"; tail -1 $OUT/check_cuda.log
 echo "== check_options $((SECONDS-T0))s"; timeout 100 ./check_options > $OUT/check_options.log 2>&1; echo "rc=$?"; tail -1 $OUT/check_options.log
 echo "== check_backends (cuda${CB_CASE:+, case $CB_CASE}) $((SECONDS-T0))s"
-ECENET_TEST_BACKEND=cuda CK_RUN_CASE=$CB_CASE timeout ${CB_LIMIT:-250} ./check_backends > $OUT/check_backends.log 2>&1
+env ECENET_TEST_BACKEND=cuda ${CB_CASE:+CK_RUN_CASE=$CB_CASE} timeout ${CB_LIMIT:-250} ./check_backends > $OUT/check_backends.log 2>&1
 echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends.log | cut -c1-300 | tail -8
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do for cfg in ecenet_base ecenet ${VARIANT:+ecenet:$VARIANT}; do

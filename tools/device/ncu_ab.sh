@@ -2,14 +2,15 @@
 # ncu per-kernel durations (clocks not locked) of one forward + one joint
 # step of $ROW (default cuda:f32), this build with and without $VARIANT
 # ("ENV=value"), summed per kernel name: what a change moved, kernel by kernel.
+# BIN=ecenet_base: the previous build (pack.sh BASE=) instead.
 #   VARIANT=ECENET_FRAME_PACK=0 bash tools/device/ncu_ab.sh
 source "$(dirname "$0")/env.sh"
-cd $B
+cd $B; [[ -x ecenet_base || ! -f base.tar.xz ]] || tar -xJf base.tar.xz
 for v in "" "$VARIANT"; do
   env $v timeout 200 ncu --clock-control none --csv --page raw --metrics gpu__time_duration.sum -c 600 \
-    ./ecenet bench --config bench --diamond 4 --backend ${ROW:-cuda:f32} --n-warmup 0 --n-time 1 > $OUT/ncu_${v//=/_}.csv 2> $OUT/ncu_err.txt
+    ./${BIN:-ecenet} bench --config bench --diamond 4 --backend ${ROW:-cuda:f32} --n-warmup 0 --n-time 1 > $OUT/ncu_${BIN}${v//=/_}.csv 2> $OUT/ncu_err.txt
   echo "=== ${v:-default} rc=$?"
-  python3 - $OUT/ncu_${v//=/_}.csv <<'PY'
+  python3 - $OUT/ncu_${BIN}${v//=/_}.csv <<'PY'
 import csv, sys, collections
 lines = open(sys.argv[1]).read().splitlines()
 lines = lines[next(i for i, l in enumerate(lines) if l.startswith('"ID"')):]
