@@ -129,10 +129,6 @@ static inline void gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                                          &beta, C, ldc, sC, batch));
 }
 
-/* ---- equivariant linear --------------------------------------------------------------------------- */
-
-/* Y[e][j][o] += Σ_i X[e][j][i]·(w_src[t_src] + w_tgt[t_tgt])[m][o][i]: a warp per output,
- * lanes over i, a fixed shuffle tree */
 /* ---- compact Wigner-D block offset: Σ_{l'<l}(2l'+1)² ------------------------------- */
 __host__ __device__ static inline int dblock(int l) { return l * (2 * l - 1) * (2 * l + 1) / 3; }
 

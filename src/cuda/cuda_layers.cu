@@ -39,6 +39,10 @@
 
 namespace ecn_cu {
 
+/* ---- equivariant linear --------------------------------------------------------------------------- */
+
+/* Y[e][j][o] += Σ_i X[e][j][i]·(w_src[t_src] + w_tgt[t_tgt])[m][o][i]: a warp per output,
+ * lanes over i, a fixed shuffle tree */
 template <typename T>
 __global__ void lin_corr_fwd_k(int64_t E, int fin, int fout, int Q, const T *ws, const T *wt,
                                const int32_t *ts, const int32_t *tt, const T *X, T *Y)
@@ -190,18 +194,18 @@ static void linear_fwd_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
     T *Y = (T *)Y_;
     const int fin = p->fin, fout = p->fout, Q = p->Q;
     const long long sw = (long long)fout * fin;
-    /* the first layer: the edge frame's valid columns only (cuda_linear_frame.cu) */
-    if (!lin_frame_fwd<T>(E, p, X, Y)) {
-        cublasHandle_t h = blas(1);
-        /* cos slices, m = 0..Q-1 */
-        gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w, fin, sw, X, 2 * Q * fin,
-                2LL * fin, (T)0, Y, 2 * Q * fout, 2LL * fout, Q);
-        /* sin slices, m = 1..Q-1, and the sin m = 0 slot */
-        if (Q > 1)
-            gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w + sw, fin, sw,
-                    X + 3 * fin, 2 * Q * fin, 2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout,
-                    2LL * fout, Q - 1);
-    }
+    /* the first layer: the slots m >= 1 on the edge frame's valid columns
+     * only (cuda_linear_frame.cu); cos m = 0 has no zeros and stays here */
+    const bool packed = lin_frame_fwd<T>(E, p, X, Y);
+    cublasHandle_t h = blas(1);
+    /* cos slices, m = 0..Q-1 (m = 0 only after the packed path) */
+    gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w, fin, sw, X, 2 * Q * fin,
+            2LL * fin, (T)0, Y, 2 * Q * fout, 2LL * fout, packed ? 1 : Q);
+    /* sin slices, m = 1..Q-1, and the sin m = 0 slot */
+    if (Q > 1 && !packed)
+        gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w + sw, fin, sw,
+                X + 3 * fin, 2 * Q * fin, 2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout,
+                2LL * fout, Q - 1);
     if (!layer_sin0) {
         lin_sin0_fwd_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, X, Y);
         CU_LAUNCHED();
@@ -249,10 +253,12 @@ static void linear_vjp_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
     T *Xb = (T *)Xb_;
     const int fin = p->fin, fout = p->fout, Q = p->Q;
     const long long sw = (long long)fout * fin;
-    /* else split TF32 on tensor cores (cuda_layer_tc.cu), or the first
-     * layer's valid columns only (cuda_linear_frame.cu, which leaves Xb's
-     * structurally zero positions, the sin m = 0 slot among them, alone) */
-    if (!lin_tc(E, p, Yb, Xb) && !lin_frame_vjp<T>(E, p, Yb, Xb)) {
+    /* else split TF32 on tensor cores (cuda_layer_tc.cu) */
+    if (!lin_tc(E, p, Yb, Xb)) {
+        /* the first layer: the slots m >= 1 on the valid columns only
+         * (cuda_linear_frame.cu, which leaves Xb's structurally zero
+         * positions, the sin m = 0 slot among them, alone); cos m = 0 here */
+        const bool packed = lin_frame_vjp<T>(E, p, Yb, Xb);
         cublasHandle_t h = blas(1);
         /* Xbᵀ += W_mᵀ·Ybᵀ: from w_t (the forward's operand layout, op T) when
          * the engine uploaded it — cuBLAS picks faster kernels there than for
@@ -261,11 +267,11 @@ static void linear_vjp_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
         const cublasOperation_t ta = p->w_t ? CUBLAS_OP_T : CUBLAS_OP_N;
         const int lda = p->w_t ? fout : fin;
         gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa, lda, sw, Yb, 2 * Q * fout,
-                2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, Q);
-        if (Q > 1)
+                2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, packed ? 1 : Q);
+        if (Q > 1 && !packed)
             gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa + sw, lda, sw, Yb + 3 * fout,
                     2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin, 2LL * fin, Q - 1);
-        if (!sin0_zero) {
+        if (!sin0_zero && !packed) {
             lin_sin0_vjp_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, Yb, Xb);
             CU_LAUNCHED();
         }

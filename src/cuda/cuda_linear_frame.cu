@@ -13,13 +13,13 @@
  * m as a batch of two). The VJP runs the transposed products into a packed
  * chunk and adds it back to Xb's valid positions; Xb's other positions are
  * left as they were (nothing reads them). The cos m = 0 slot has no zeros
- * (every l >= 0), so it is not packed: its GEMMs read X and write Xb in
- * place, as on the plain path. With nl = 4 the pack and unpack kernels move
- * each (b) group of four channels as one 16-byte (fp32) or two 16-byte (fp64)
- * accesses; the unpack writes the whole group back (its l < m entries
- * unchanged). The same products as the plain
- * path less the exact zeros, summed in another order: results agree to
- * rounding, and two runs stay bitwise equal.
+ * (every l >= 0), so it is not packed: the caller (cuda_layers.cu) runs its
+ * plain GEMM on that slot alone. With nl = 4 the pack and unpack kernels
+ * move each (b) group of four channels as one 16-byte (fp32) or two 16-byte
+ * (fp64) accesses; the unpack writes the whole group back (its l < m entries
+ * unchanged). The same products as the plain path less the exact zeros,
+ * summed in another order: results agree to rounding, and two runs stay
+ * bitwise equal.
  *
  * Worth it where the GEMMs are slow next to the pack's extra pass over the
  * features: strict fp32 and fp64, not TF32 (there the GEMMs it saves take
@@ -252,9 +252,9 @@ static dim3 fp_grid(int64_t n, const FpLayout &L)
     return dim3(nb < cap ? nb : cap, L.nseg);
 }
 
-/* Y = X·Wᵀ over the valid columns (every slot of Y written, the sin m = 0
- * one included: its input is zero, its output too); bias, corrections and
- * the sin m = 0 slot are the caller's (linear_fwd_run) */
+/* Y = X·Wᵀ for the slots m >= 1, over their valid columns; the cos m = 0
+ * slot, bias, corrections and the sin m = 0 slot are the caller's
+ * (linear_fwd_run) */
 template <typename T>
 bool lin_frame_fwd(int64_t E, const ecenet_linear_params *p, const void *X_, void *Y_)
 {
@@ -267,9 +267,6 @@ bool lin_frame_fwd(int64_t E, const ecenet_linear_params *p, const void *X_, voi
     const int64_t XE = 2LL * L.Q * L.F, YE = 2LL * L.Q * L.fout;
     const bool v4 = fp_nl4(L, X);
     cublasHandle_t h = blas(1);
-    /* cos m = 0: every column valid, in place */
-    gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, L.fout, (int)E, L.F, (T)1, (const T *)p->w, L.F, 0, X,
-            (int)XE, 0, (T)0, Y, (int)YE, 0, 1);
     for (int64_t e0 = 0; e0 < E; e0 += P.rows) {
         const int n = (int)(E - e0 < P.rows ? E - e0 : P.rows);
         if (v4)
@@ -287,8 +284,8 @@ bool lin_frame_fwd(int64_t E, const ecenet_linear_params *p, const void *X_, voi
     return true;
 }
 
-/* Xb += Linearᵀ(Yb) at Xb's valid positions (the sin m = 0 slot and l < m
- * untouched); the corrections are the caller's */
+/* Xb += Linearᵀ(Yb) for the slots m >= 1, at their valid positions (l < m
+ * untouched); the cos m = 0 slot and the corrections are the caller's */
 template <typename T>
 bool lin_frame_vjp(int64_t E, const ecenet_linear_params *p, const void *Yb_, void *Xb_)
 {
@@ -301,14 +298,6 @@ bool lin_frame_vjp(int64_t E, const ecenet_linear_params *p, const void *Yb_, vo
     const int64_t XE = 2LL * L.Q * L.F, YE = 2LL * L.Q * L.fout;
     const bool v4 = fp_nl4(L, Xb);
     cublasHandle_t h = blas(1);
-    /* cos m = 0 in place, from w_t where the engine uploaded it (the op-T
-     * form, as on the plain path) */
-    {
-        const T *wa = p->w_t ? (const T *)p->w_t : (const T *)p->w;
-        const cublasOperation_t ta = p->w_t ? CUBLAS_OP_T : CUBLAS_OP_N;
-        gemm_sb(h, ta, CUBLAS_OP_N, L.F, (int)E, L.fout, (T)1, wa, p->w_t ? L.fout : L.F, 0, Yb,
-                (int)YE, 0, (T)1, Xb, (int)XE, 0, 1);
-    }
     for (int64_t e0 = 0; e0 < E; e0 += P.rows) {
         const int n = (int)(E - e0 < P.rows ? E - e0 : P.rows);
         for (int m = 1, s = 0; m < L.Q; s += 2, m++) {
