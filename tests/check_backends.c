@@ -680,6 +680,49 @@ static rs_pair make_rs(tctx *c, int F, int Q, int G, int T, int act, int affine,
     return p;
 }
 
+/* The table flags of test mode 0..3 (none, sin0_zero, both, grid_sym
+ * alone) on p (the same on host and device); returns sin0_zero. grid: p has
+ * make_rs's DFT tables, whose flags ecn_rs_table_flags must find (grid_sym
+ * where G is odd, G >= 3; modes 2 and 3 set it only there); tables
+ * built as the public release builds them (θ and cos/sin in float32, ~1e-6
+ * off the mirror symmetry) keep sin0_zero and must lose grid_sym. */
+static int rs_mode(rs_pair *p, int mode, int grid)
+{
+    ecenet_realspace_params f = p->h;
+    ecn_rs_table_flags(&f);
+    /* a mirror-symmetric grid needs G odd, G >= 3 */
+    const int sym_ok = grid && f.G >= 3 && f.G % 2;
+    ck_assert_int_eq(f.sin0_zero, grid);
+    ck_assert_int_eq(f.grid_sym, sym_ok);
+    if (sym_ok && f.Q >= 2) { /* Q = 1: cos(0) = 1, sin(0) = 0 exact in float32 too */
+        const int Q = f.Q, G = f.G;
+        double *t = malloc((size_t)4 * Q * G * sizeof(double));
+        ck_assert_ptr_nonnull(t);
+        double *cs = t, *ss = t + Q * G, *ca = t + 2 * Q * G, *sa = t + 3 * Q * G;
+        for (int m = 0; m < Q; m++)
+            for (int k = 0; k < G; k++) {
+                const float th = (float)(2.0 * M_PI * k / G), w = m ? 2.0f / G : 1.0f / G;
+                cs[m * G + k] = cosf((float)m * th);
+                ss[m * G + k] = sinf((float)m * th);
+                ca[k * Q + m] = w * cosf((float)m * th);
+                sa[k * Q + m] = w * sinf((float)m * th);
+            }
+        ecenet_realspace_params r = f;
+        r.cos_synth = cs;
+        r.sin_synth = ss;
+        r.cos_analysis = ca;
+        r.sin_analysis = sa;
+        ecn_rs_table_flags(&r);
+        ck_assert_int_eq(r.sin0_zero, 1);
+        ck_assert_int_eq(r.grid_sym, 0);
+        free(t);
+    }
+    const int s0z = mode == 1 || mode == 2, sym = mode >= 2 && sym_ok;
+    p->h.sin0_zero = p->d.sin0_zero = s0z;
+    p->h.grid_sym = p->d.grid_sym = sym;
+    return s0z;
+}
+
 /* X with the sin m = 0 slot zero (as in a model) or random everywhere */
 static tens features(tctx *c, int64_t E, int Q, int F, int sin0_zero)
 {
@@ -866,17 +909,19 @@ static void test_layers(tctx *c, setup *u)
         }
     /* RealSpace: every activation (the shape's first), model tables and random ones,
      * with and without the affine; on cuda the grid tables also with the
-     * sin0_zero flag (which lets it skip that slot) and a random, nonzero sin
-     * m = 0 input slot, which meets only zero table entries either way */
+     * table flags (rs_mode): sin0_zero (which lets it skip that slot, here
+     * with a random, nonzero sin m = 0 input slot, which meets only zero
+     * table entries either way) and grid_sym (the folded grid) */
     for (int act = 0; act <= ECENET_ACT_IDENTITY; act++)
         for (int variant = 0; variant < 3; variant++)
-        for (int s0z = 0; s0z <= (is_cuda && variant != 1); s0z++) {
+        for (int mode = 0; mode < (variant != 1 ? 4 : 1); mode++) {
             const int a = (act + u->s.act) % (ECENET_ACT_IDENTITY + 1);
             const int affine = variant >= 1, corr = variant == 2 && u->s.corr;
             rs_pair rp = make_rs(c, F, Q, G, T, a, affine, corr, variant == 1);
-            rp.h.sin0_zero = rp.d.sin0_zero = s0z;
-            snprintf(op, sizeof op, "realspace act=%d affine=%d corr=%d tables=%s%s", a, affine,
-                     corr, variant == 1 ? "random" : "grid", s0z ? " (sin0_zero)" : "");
+            const int s0z = rs_mode(&rp, mode, variant != 1);
+            snprintf(op, sizeof op, "realspace act=%d affine=%d corr=%d tables=%s%s%s", a, affine,
+                     corr, variant == 1 ? "random" : "grid", s0z ? " (sin0_zero)" : "",
+                     rp.d.grid_sym ? " (grid_sym)" : "");
             tens X = features(c, E, Q, F, variant != 1 && !s0z);
             tens Y = t_out(c, (size_t)E * XE);
             ref_realspace_fwd(E, &rp.h, u->tsrc, u->ttgt, X.h, Y.h);
@@ -900,19 +945,22 @@ static void test_layers(tctx *c, setup *u)
      * a nonzero sin m = 0 slot (never in a model, but the product stays exact).
      * The tensor-core forward applies for fp32, Q = 4, F % 64 == 0, no per-type
      * weights or affine; its VJP GEMM in split TF32 only */
-    /* s0z: the sin0_zero flag (the model's case: tables with sin(0·θ) = 0 and
-     * a zero sin m = 0 input slot), which lets cuda skip that slot; ref and
-     * omp ignore it, so only cuda runs both */
+    /* the table flags (rs_mode): sin0_zero (the model's case: tables with
+     * sin(0·θ) = 0 and a zero sin m = 0 input slot), which lets cuda skip
+     * that slot, and grid_sym, which lets cuda and omp fold the grid */
     if (be->layer_fwd || be->layer_vjp)
         for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2)
         for (int variant = 0; variant < 3; variant++)
-        for (int s0z = 0; s0z <= (is_cuda && variant != 2); s0z++) {
+        for (int mode = 0; mode < 4; mode++) {
+            if (variant == 2 && (mode == 1 || mode == 2))
+                continue; /* a nonzero sin m = 0 slot: not sin0_zero */
             const int corr = variant == 1 ? u->s.corr : 0;
             lin_pair lp = make_linear(c, F, F, Q, T, 1, corr);
             rs_pair rp = make_rs(c, F, Q, G, T, u->s.act, variant == 1, corr, 0);
-            rp.h.sin0_zero = rp.d.sin0_zero = s0z;
-            snprintf(op, sizeof op, "layer corr=%d affine=%d sin0=%s%s tc=%d", corr, variant == 1,
-                     variant == 2 ? "random" : "zero", s0z ? " (sin0_zero)" : "", tc);
+            const int s0z = rs_mode(&rp, mode, 1);
+            snprintf(op, sizeof op, "layer corr=%d affine=%d sin0=%s%s%s tc=%d", corr,
+                     variant == 1, variant == 2 ? "random" : "zero", s0z ? " (sin0_zero)" : "",
+                     rp.d.grid_sym ? " (grid_sym)" : "", tc);
             tens X = features(c, E, Q, F, variant != 2);
             const int tc_old = tc_set(is_cuda, tc);
             const int tc_fits = tc && be->real_size == 4 && Q == 4 && F % 64 == 0 && E > 0;
@@ -1596,6 +1644,11 @@ END_TEST
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log before a failing check */
+    /* the folded RealSpace kernels of grid_sym layers, which cuda leaves off by
+     * default until they are measured on a GPU (cuda_layers.cu rs_sym): on
+     * here, so the cuda rows test them; ECENET_RS_SYM=0 in the environment
+     * tests the unfolded ones instead */
+    setenv("ECENET_RS_SYM", "1", 0);
     Suite *s = suite_create("backends");
     TCase *ops = tcase_create("ops");
     tcase_set_timeout(ops, 600);

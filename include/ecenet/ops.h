@@ -102,6 +102,14 @@ typedef struct {
      * unchanged. 0: no assumption (ref and omp compute every slot either
      * way). */
     int sin0_zero;
+    /* Nonzero: the grid is mirror-symmetric, θ_{G-k} = -θ_k (G odd): the
+     * cos tables are even and the sin tables odd under k -> G - k, to within
+     * a few ulp of float64 (ecn_rs_table_flags; the engine sets it from the
+     * tables). A backend may then evaluate each pair (k, G - k) from row k
+     * of the tables alone: the synthesis sums c (cos) and s (sin) once for
+     * f = c ± s, the analysis on the pair's even and odd parts. The result
+     * differs from the unfolded sums by rounding only. 0: no assumption. */
+    int grid_sym;
 } ecenet_realspace_params;
 
 /* Readout MLP: dims[0] = F -> ... -> dims[n_layers]; act between layers. */

@@ -15,6 +15,10 @@ const char *ecn_backend_names(void);
  * fout × fin, host arrays. */
 void ecn_linear_transpose(int Q, int fout, int fin, const double *w, double *w_t);
 
+/* The table flags of a RealSpace layer, from its host (float64) tables:
+ * sin0_zero and grid_sym (ecenet/ops.h), both 0 where a table is missing. */
+void ecn_rs_table_flags(ecenet_realspace_params *r);
+
 /* 1 when the backend searches neighbour lists itself (ops.h nlist_count and
  * nlist_fill); callers then pass ecn_graph_setup's set-up to the step. */
 int ecn_backend_has_nlist(const ecenet_backend *be);

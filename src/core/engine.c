@@ -64,24 +64,11 @@ static ecenet_linear_params up_linear(ecn_engine *eng, const ecenet_linear_param
     return d;
 }
 
-/* the tables' sin m = 0 entries are exactly zero (as sin(0·θ) is), so the
- * slot is structurally zero (ecenet_realspace_params.sin0_zero) */
-static int rs_sin0_zero(const ecenet_realspace_params *r)
-{
-    const double *ss = (const double *)r->sin_synth, *sa = (const double *)r->sin_analysis;
-    if (!ss || !sa || r->Q < 1)
-        return 0;
-    for (int k = 0; k < r->G; k++)
-        if (ss[k] != 0.0 || sa[(size_t)k * r->Q] != 0.0)
-            return 0;
-    return 1;
-}
-
 static ecenet_realspace_params up_rs(ecn_engine *eng, const ecenet_realspace_params *r)
 {
     ecenet_realspace_params s = *r;
     const size_t qg = (size_t)r->Q * r->G, tf = (size_t)r->T * r->F;
-    s.sin0_zero = rs_sin0_zero(r);
+    ecn_rs_table_flags(&s); /* from the host tables, before they are replaced */
     s.cos_synth = up(eng, r->cos_synth, qg);
     s.sin_synth = up(eng, r->sin_synth, qg);
     s.cos_analysis = up(eng, r->cos_analysis, qg);

@@ -18,6 +18,7 @@
  * the grid from Z, writes ∂/∂Z of the tile to per-thread scratch (reading the
  * tile of X̄ fully first), then accumulates the transposed GEMMs into X̄.
  * OpenMP over tiles, BLIS single-threaded inside. */
+#include <stdlib.h>
 #include "omp_ops.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -201,6 +202,7 @@ typedef struct {
     const real *cs, *ss, *ca, *sa;
     int F, Q, G, act, fbmax;
     int m0sin;           /* 1 if the sin m = 0 row of the synthesis is used (not all zero) */
+    int sym;             /* fold the mirror-symmetric grid (grid_sym; rs_edge_fwd) */
     int affine;          /* 0: identity; 1: the same for every edge (sc0, sh0); 2: per edge */
     const real *sc0, *sh0;
 } rs_info;
@@ -216,6 +218,10 @@ static void rs_info_init(const ecenet_realspace_params *p, rs_info *ri)
     ri->G = p->G;
     ri->act = p->act;
     ri->m0sin = 0;
+    {
+        const char *v = getenv("ECENET_RS_SYM"); /* "0": the unfolded sums */
+        ri->sym = p->grid_sym && !(v && !strcmp(v, "0"));
+    }
     for (int k = 0; k < p->G; k++)
         if (ri->ss[k] != RL(0.0))
             ri->m0sin = 1;
@@ -302,6 +308,62 @@ OMP_INLINE void rs_synth(const rs_info *ri, const real *Xe, int f0, int fb, int 
     }
 }
 
+/* the cos and sin halves of rs_synth at grid point k: c[f] = Σ_m Xc[m]
+ * cos_synth[m,k], s[f] = Σ_m Xs[m] sin_synth[m,k] (f_k = c + s; on a
+ * grid_sym layer f_{G-k} = c - s) */
+OMP_INLINE void rs_synth_cs(const rs_info *ri, const real *Xe, int f0, int fb, int k, real *c,
+                            real *s)
+{
+    const int F = ri->F, G = ri->G;
+    {
+        const real a = ri->cs[k], b = ri->ss[k];
+        const real *xc = Xe + f0, *xs = Xe + F + f0;
+        OMP_SIMD
+        for (int f = 0; f < fb; f++)
+            c[f] = xc[f] * a;
+        if (ri->m0sin) {
+            OMP_SIMD
+            for (int f = 0; f < fb; f++)
+                s[f] = xs[f] * b;
+        } else {
+            for (int f = 0; f < fb; f++)
+                s[f] = RL(0.0);
+        }
+    }
+    for (int m = 1; m < ri->Q; m++) {
+        const real a = ri->cs[m * G + k], b = ri->ss[m * G + k];
+        const real *xc = Xe + (int64_t)(2 * m) * F + f0, *xs = xc + F;
+        OMP_SIMD
+        for (int f = 0; f < fb; f++) {
+            c[f] += xc[f] * a;
+            s[f] += xs[f] * b;
+        }
+    }
+}
+
+/* (v, w) <- (v + w, v - w): a mirrored pair's two points from its halves, or
+ * its even and odd parts from its two points */
+OMP_INLINE void rs_pm(int fb, real *v, real *w)
+{
+    OMP_SIMD
+    for (int f = 0; f < fb; f++) {
+        const real a = v[f], b = w[f];
+        v[f] = a + b;
+        w[f] = a - b;
+    }
+}
+
+/* v <- scale·v + shift (the affine, where there is one) */
+OMP_INLINE void rs_affine_apply(const rs_info *ri, int fb, const real *scp, const real *shp,
+                                real *v)
+{
+    if (ri->affine) {
+        OMP_SIMD
+        for (int f = 0; f < fb; f++)
+            v[f] = scp[f] * v[f] + shp[f];
+    }
+}
+
 /* Ye (=, or += if accumulate) RealSpace(Xe) for edge e */
 OMP_CLONES
 static void rs_edge_fwd(const ecenet_realspace_params *p, const rs_info *ri, int64_t e,
@@ -309,7 +371,7 @@ static void rs_edge_fwd(const ecenet_realspace_params *p, const rs_info *ri, int
                         int accumulate)
 {
     const int F = ri->F, Q = ri->Q, G = ri->G;
-    real acc[RS_ACC], v[RS_FB], sc[RS_FB], sh[RS_FB];
+    real acc[RS_ACC], v[RS_FB], w[RS_FB], sc[RS_FB], sh[RS_FB];
     for (int f0 = 0; f0 < F; f0 += ri->fbmax) {
         const int fb = F - f0 < ri->fbmax ? F - f0 : ri->fbmax;
         const real *scp = sc, *shp = sh;
@@ -321,13 +383,30 @@ static void rs_edge_fwd(const ecenet_realspace_params *p, const rs_info *ri, int
         }
         for (int q = 0; q < 2 * Q * fb; q++)
             acc[q] = RL(0.0);
-        for (int k = 0; k < G; k++) {
-            rs_synth(ri, Xe, f0, fb, k, v);
-            if (ri->affine) {
-                OMP_SIMD
-                for (int f = 0; f < fb; f++)
-                    v[f] = scp[f] * v[f] + shp[f];
+        /* grid_sym: points 0 and the pairs (k, G - k) from row k; the
+         * analysis of a pair on its even (v) and odd (w) parts */
+        for (int k = 0; k < (ri->sym ? (G + 1) / 2 : G); k++) {
+            if (ri->sym && k > 0) {
+                rs_synth_cs(ri, Xe, f0, fb, k, v, w);
+                rs_pm(fb, v, w);
+                rs_affine_apply(ri, fb, scp, shp, v);
+                rs_affine_apply(ri, fb, scp, shp, w);
+                omp_act_inplace(ri->act, fb, v);
+                omp_act_inplace(ri->act, fb, w);
+                rs_pm(fb, v, w);
+                for (int m = 0; m < Q; m++) {
+                    const real a = ri->ca[k * Q + m], b = ri->sa[k * Q + m];
+                    real *ac = acc + (2 * m) * fb, *as = ac + fb;
+                    OMP_SIMD
+                    for (int f = 0; f < fb; f++) {
+                        ac[f] += v[f] * a;
+                        as[f] += w[f] * b;
+                    }
+                }
+                continue;
             }
+            rs_synth(ri, Xe, f0, fb, k, v);
+            rs_affine_apply(ri, fb, scp, shp, v);
             omp_act_inplace(ri->act, fb, v);
             for (int m = 0; m < Q; m++) {
                 const real a = ri->ca[k * Q + m], b = ri->sa[k * Q + m];
@@ -350,7 +429,7 @@ static void rs_edge_vjp(const ecenet_realspace_params *p, const rs_info *ri, int
                         real *Xb, int accumulate)
 {
     const int F = ri->F, Q = ri->Q, G = ri->G;
-    real acc[RS_ACC], v[RS_FB], gb[RS_FB], sc[RS_FB], sh[RS_FB];
+    real acc[RS_ACC], v[RS_FB], w[RS_FB], gb[RS_FB], hb[RS_FB], sc[RS_FB], sh[RS_FB];
     for (int f0 = 0; f0 < F; f0 += ri->fbmax) {
         const int fb = F - f0 < ri->fbmax ? F - f0 : ri->fbmax;
         const real *scp = sc, *shp = sh;
@@ -362,13 +441,50 @@ static void rs_edge_vjp(const ecenet_realspace_params *p, const rs_info *ri, int
         }
         for (int q = 0; q < 2 * Q * fb; q++)
             acc[q] = RL(0.0);
-        for (int k = 0; k < G; k++) {
-            rs_synth(ri, Xe, f0, fb, k, v);
-            if (ri->affine) {
-                OMP_SIMD
+        for (int k = 0; k < (ri->sym ? (G + 1) / 2 : G); k++) {
+            if (ri->sym && k > 0) {
+                /* the pair (k, G - k): grid values v, w; their output
+                 * gradients gb, hb from the cos and sin halves of the
+                 * analysis; the synthesis side on the even and odd parts */
+                rs_synth_cs(ri, Xe, f0, fb, k, v, w);
+                rs_pm(fb, v, w);
+                rs_affine_apply(ri, fb, scp, shp, v);
+                rs_affine_apply(ri, fb, scp, shp, w);
                 for (int f = 0; f < fb; f++)
-                    v[f] = scp[f] * v[f] + shp[f];
+                    gb[f] = hb[f] = RL(0.0);
+                for (int m = 0; m < Q; m++) {
+                    const real a = ri->ca[k * Q + m], b = ri->sa[k * Q + m];
+                    const real *yc = Yb + (int64_t)(2 * m) * F + f0, *ys = yc + F;
+                    OMP_SIMD
+                    for (int f = 0; f < fb; f++) {
+                        gb[f] += yc[f] * a;
+                        hb[f] += ys[f] * b;
+                    }
+                }
+                rs_pm(fb, gb, hb);
+                omp_act_grad_mul(ri->act, fb, v, gb);
+                omp_act_grad_mul(ri->act, fb, w, hb);
+                if (ri->affine) {
+                    OMP_SIMD
+                    for (int f = 0; f < fb; f++) {
+                        gb[f] *= scp[f];
+                        hb[f] *= scp[f];
+                    }
+                }
+                rs_pm(fb, gb, hb);
+                for (int m = 0; m < Q; m++) {
+                    const real c = ri->cs[m * G + k], s = ri->ss[m * G + k];
+                    real *ac = acc + (2 * m) * fb, *as = ac + fb;
+                    OMP_SIMD
+                    for (int f = 0; f < fb; f++) {
+                        ac[f] += gb[f] * c;
+                        as[f] += hb[f] * s;
+                    }
+                }
+                continue;
             }
+            rs_synth(ri, Xe, f0, fb, k, v);
+            rs_affine_apply(ri, fb, scp, shp, v);
             {
                 const real a = ri->ca[k * Q], b = ri->sa[k * Q];
                 const real *yc = Yb + f0, *ys = Yb + F + f0;
