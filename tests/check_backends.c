@@ -866,6 +866,55 @@ static void test_layers(tctx *c, setup *u)
             }
             tc_set(is_cuda, tc_old);
         }
+    /* cuda strict fp32: the linears' split-TF32 GEMM kernel (cuda_linear_x3.cuh)
+     * on and off, on widths that take it (K % 4 == 0, N even; several 128-wide
+     * output tiles and a partial one) and widths that fall back to cuBLAS;
+     * it must run exactly where it applies (one launch per cos / sin batch) */
+#ifdef ECENET_HAVE_CUDA
+    if (is_cuda && be->real_size == 4 && !ecn_cuda_tf32()) {
+        const int xw[5][2] = {{F, F}, {F + 4, F - 2}, {12, 2 * F + 6}, {2 * F + 8, 20}, {F, F + 1}};
+        for (int x3 = 1; x3 >= 0; x3--)
+            for (int wi = 0; wi < 5; wi++)
+                for (int variant = 0; variant < 2; variant++) {
+                    const int fin = xw[wi][0], fout = xw[wi][1];
+                    if (fout < 1)
+                        continue;
+                    const int corr = variant ? u->s.corr : 0;
+                    lin_pair lp = make_linear(c, fin, fout, Q, T, variant == 0, corr);
+                    snprintf(op, sizeof op, "linear %d->%d bias=%d corr=%d fp32_gemm=%s", fin,
+                             fout, variant == 0, corr, x3 ? "x3" : "sgemm");
+                    const int old = ecn_cuda_set_fp32_gemm(x3);
+                    const unsigned per = Q > 1 ? 2u : 1u; /* cos batch, sin batch */
+                    tens X = features(c, E, Q, fin, 0);
+                    tens Y = t_out(c, (size_t)E * Q * 2 * fout);
+                    ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, X.h, Y.h);
+                    unsigned long long r0 = ecn_cuda_fp32_gemm_x3_runs();
+                    be->linear_fwd(E, &lp.d, u->d_tsrc, u->d_ttgt, X.d, Y.d);
+                    unsigned long long ran = ecn_cuda_fp32_gemm_x3_runs() - r0;
+                    t_check(c, &Y, op, "fwd Y", 0);
+                    int applies = x3 && E > 0 && fin % 4 == 0 && fout % 2 == 0;
+                    ck_assert_msg(ran == (applies ? per : 0u),
+                                  "%s fwd: split-TF32 kernel ran %llu times, expected %u", op,
+                                  ran, applies ? per : 0u);
+                    if (!lp.d.w_t) { /* the kernel takes the VJP on the transposed weights only */
+                        ecn_cuda_set_fp32_gemm(old);
+                        continue;
+                    }
+                    tens Yb = features(c, E, Q, fout, 0), Xb = t_acc(c, (size_t)E * Q * 2 * fin);
+                    ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
+                    r0 = ecn_cuda_fp32_gemm_x3_runs();
+                    be->linear_vjp(E, &lp.d, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
+                    ran = ecn_cuda_fp32_gemm_x3_runs() - r0;
+                    t_check(c, &Xb, op, "vjp Xbar (w_t)", 1);
+                    applies = x3 && E > 0 && fout % 4 == 0 && fin % 2 == 0 &&
+                              ecn_cuda_set_layer_tc(ecn_cuda_set_layer_tc(0)) < 2;
+                    ck_assert_msg(ran == (applies ? per : 0u),
+                                  "%s vjp: split-TF32 kernel ran %llu times, expected %u", op,
+                                  ran, applies ? per : 0u);
+                    ecn_cuda_set_fp32_gemm(old);
+                }
+    }
+#endif
     /* the first layer's linear (frame_nl): X with the edge frame's zeros
      * (channel b·(L+1) + l of slot m zero where l < m, the sin m = 0 slot
      * zero); the VJP is compared at the valid positions, the only ones it

@@ -24,6 +24,18 @@ int ecn_cuda_available(char *why, size_t why_len);
 int ecn_cuda_set_tf32(int on);
 int ecn_cuda_tf32(void);
 
+/* The strict-fp32 linears' GEMM engine (not TF32, not fp64): 0 cuBLAS
+ * SGEMM; 1 the split-TF32 kernel (src/cuda/cuda_linear_x3.cuh: three TF32
+ * tensor-core products per multiply-add, fp32-class accuracy, one pass over
+ * the operands) wherever its shape and alignment conditions hold, cuBLAS
+ * elsewhere. Default: env ECENET_FP32_GEMM=sgemm|x3, read once, else
+ * ECN_CUDA_FP32_GEMM_DEFAULT. Returns the previous mode. */
+#define ECN_CUDA_FP32_GEMM_DEFAULT 0
+int ecn_cuda_set_fp32_gemm(int mode);
+/* how many GEMMs the split-TF32 kernel has run (tests check that the path
+ * they mean to test really ran) */
+unsigned long long ecn_cuda_fp32_gemm_x3_runs(void);
+
 /* RealSpace launch configuration (rows per block, warps per block; default
  * env ECENET_RS_BLOCK / ECENET_RS_WARPS, read once, else 512 / 4). A row is
  * one thread's unit of work: one edge's V consecutive channels in the vector

@@ -29,6 +29,8 @@
  * layer entries run the residual (X += RealSpace(Z)) inside the RealSpace
  * kernel and let the VJP overwrite its scratch, so neither needs a zeroing
  * or an add pass. */
+#include <atomic>
+#include <limits.h>
 #include <mutex>
 #include <stdlib.h>
 #include "ecenet.h"
@@ -36,8 +38,83 @@
 #include "cuda_common.cuh"
 #include "cuda_ops.cuh"
 #include "cuda_realspace.cuh"
+#include "cuda_linear_x3.cuh"
 
 namespace ecn_cu {
+
+/* ---- the linears' GEMM: cuBLAS, or split TF32 for strict fp32 -------------------------------------- */
+
+/* strict-fp32 GEMM engine: 0 cuBLAS SGEMM, 1 the split-TF32 kernel
+ * (cuda_linear_x3.cuh) where it applies. Env ECENET_FP32_GEMM=sgemm|x3,
+ * read once; default ECN_CUDA_FP32_GEMM_DEFAULT. */
+static int x3_mode_v;
+static std::once_flag x3_once;
+static std::atomic<unsigned long long> x3_runs;
+static int &x3_mode()
+{
+    std::call_once(x3_once, [] {
+        const char *v = getenv("ECENET_FP32_GEMM");
+        x3_mode_v = v && !strcmp(v, "sgemm") ? 0 : v && !strcmp(v, "x3") ? 1
+                                                     : ECN_CUDA_FP32_GEMM_DEFAULT;
+    });
+    return x3_mode_v;
+}
+
+static bool gemm_x3(int N, int64_t E, int K, const float *B, int ldb, long long sB,
+                    const float *A, int lda, long long sA, float beta, float *C, int ldc,
+                    long long sC, int batch)
+{
+    State &s = state();
+    if (s.tf32 || !x3_mode() || ldb != K || (beta != 0.0f && beta != 1.0f) || s.cc_major < 8 ||
+        s.smem_optin < ecn_x3::SMEM || batch > 65535)
+        return false;
+    ecn_x3::Args a;
+    a.A = A;
+    a.B = B;
+    a.C = C;
+    a.lda = lda;
+    a.ldc = ldc;
+    a.sA = sA;
+    a.sB = sB;
+    a.sC = sC;
+    a.E = E;
+    a.K = K;
+    a.N = N;
+    if (!ecn_x3::lin_x3_ok(a) || (int64_t)((N + ecn_x3::BN - 1) / ecn_x3::BN) *
+                                         ((E + ecn_x3::BM - 1) / ecn_x3::BM) > INT_MAX)
+        return false;
+    const dim3 grid = ecn_x3::lin_x3_grid(a, batch);
+    if (beta != 0.0f) {
+        smem_allow(ecn_x3::lin_x3_k<true>, ecn_x3::SMEM);
+        ecn_x3::lin_x3_k<true><<<grid, ecn_x3::THREADS, ecn_x3::SMEM>>>(a);
+    } else {
+        smem_allow(ecn_x3::lin_x3_k<false>, ecn_x3::SMEM);
+        ecn_x3::lin_x3_k<false><<<grid, ecn_x3::THREADS, ecn_x3::SMEM>>>(a);
+    }
+    CU_LAUNCHED();
+    x3_runs++;
+    return true;
+}
+static bool gemm_x3(int, int64_t, int, const double *, int, long long, const double *, int,
+                    long long, double, double *, int, long long, int)
+{
+    return false; /* fp64: cuBLAS DGEMM */
+}
+
+template <typename T>
+void gemm_t(int N, int64_t E, int K, const T *B, int ldb, long long sB, const T *A, int lda,
+            long long sA, T beta, T *C, int ldc, long long sC, int batch)
+{
+    if (E <= 0 || batch <= 0)
+        return;
+    if (!gemm_x3(N, E, K, B, ldb, sB, A, lda, sA, beta, C, ldc, sC, batch))
+        gemm_sb(blas(1), CUBLAS_OP_T, CUBLAS_OP_N, N, (int)E, K, (T)1, B, ldb, sB, A, lda, sA,
+                beta, C, ldc, sC, batch);
+}
+template void gemm_t<float>(int, int64_t, int, const float *, int, long long, const float *, int,
+                            long long, float, float *, int, long long, int);
+template void gemm_t<double>(int, int64_t, int, const double *, int, long long, const double *,
+                             int, long long, double, double *, int, long long, int);
 
 /* ---- equivariant linear --------------------------------------------------------------------------- */
 
@@ -197,15 +274,13 @@ static void linear_fwd_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
     /* the first layer: the slots m >= 1 on the edge frame's valid columns
      * only (cuda_linear_frame.cu); cos m = 0 has no zeros and stays here */
     const bool packed = lin_frame_fwd<T>(E, p, X, Y);
-    cublasHandle_t h = blas(1);
     /* cos slices, m = 0..Q-1 (m = 0 only after the packed path) */
-    gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w, fin, sw, X, 2 * Q * fin,
-            2LL * fin, (T)0, Y, 2 * Q * fout, 2LL * fout, packed ? 1 : Q);
+    gemm_t<T>(fout, E, fin, w, fin, sw, X, 2 * Q * fin, 2LL * fin, (T)0, Y, 2 * Q * fout,
+              2LL * fout, packed ? 1 : Q);
     /* sin slices, m = 1..Q-1, and the sin m = 0 slot */
     if (Q > 1 && !packed)
-        gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, fout, (int)E, fin, (T)1, w + sw, fin, sw,
-                X + 3 * fin, 2 * Q * fin, 2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout,
-                2LL * fout, Q - 1);
+        gemm_t<T>(fout, E, fin, w + sw, fin, sw, X + 3 * fin, 2 * Q * fin, 2LL * fin, (T)0,
+                  Y + 3 * fout, 2 * Q * fout, 2LL * fout, Q - 1);
     if (!layer_sin0) {
         lin_sin0_fwd_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, X, Y);
         CU_LAUNCHED();
@@ -259,18 +334,27 @@ static void linear_vjp_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
          * (cuda_linear_frame.cu, which leaves Xb's structurally zero
          * positions, the sin m = 0 slot among them, alone); cos m = 0 here */
         const bool packed = lin_frame_vjp<T>(E, p, Yb, Xb);
-        cublasHandle_t h = blas(1);
         /* Xbᵀ += W_mᵀ·Ybᵀ: from w_t (the forward's operand layout, op T) when
          * the engine uploaded it — cuBLAS picks faster kernels there than for
          * op N on w (doc/design.md, tools/device/gemm_bench.cu) */
         const T *wa = p->w_t ? (const T *)p->w_t : w;
         const cublasOperation_t ta = p->w_t ? CUBLAS_OP_T : CUBLAS_OP_N;
         const int lda = p->w_t ? fout : fin;
-        gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa, lda, sw, Yb, 2 * Q * fout,
-                2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, packed ? 1 : Q);
-        if (Q > 1 && !packed)
-            gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa + sw, lda, sw, Yb + 3 * fout,
-                    2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin, 2LL * fin, Q - 1);
+        if (p->w_t) { /* (the split-TF32 kernel takes this form only) */
+            gemm_t<T>(fin, E, fout, wa, lda, sw, Yb, 2 * Q * fout, 2LL * fout, (T)1, Xb,
+                      2 * Q * fin, 2LL * fin, packed ? 1 : Q);
+            if (Q > 1 && !packed)
+                gemm_t<T>(fin, E, fout, wa + sw, lda, sw, Yb + 3 * fout, 2 * Q * fout,
+                          2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin, 2LL * fin, Q - 1);
+        } else {
+            cublasHandle_t h = blas(1);
+            gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa, lda, sw, Yb, 2 * Q * fout,
+                    2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, packed ? 1 : Q);
+            if (Q > 1 && !packed)
+                gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa + sw, lda, sw,
+                        Yb + 3 * fout, 2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin,
+                        2 * Q * fin, 2LL * fin, Q - 1);
+        }
         if (!sin0_zero && !packed) {
             lin_sin0_vjp_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, Yb, Xb);
             CU_LAUNCHED();
@@ -1138,6 +1222,16 @@ extern "C" void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E,
     else
         ecn_cu::rs_layer_kernels<float>(which, E, p, bias, Z, X, tmp);
 }
+
+extern "C" int ecn_cuda_set_fp32_gemm(int mode)
+{
+    int &m = ecn_cu::x3_mode();
+    const int old = m;
+    m = mode ? 1 : 0;
+    return old;
+}
+
+extern "C" unsigned long long ecn_cuda_fp32_gemm_x3_runs(void) { return ecn_cu::x3_runs.load(); }
 
 extern "C" int ecn_cuda_set_rs_vector(int on)
 {

@@ -266,7 +266,6 @@ bool lin_frame_fwd(int64_t E, const ecenet_linear_params *p, const void *X_, voi
     T *Y = (T *)Y_;
     const int64_t XE = 2LL * L.Q * L.F, YE = 2LL * L.Q * L.fout;
     const bool v4 = fp_nl4(L, X);
-    cublasHandle_t h = blas(1);
     for (int64_t e0 = 0; e0 < E; e0 += P.rows) {
         const int n = (int)(E - e0 < P.rows ? E - e0 : P.rows);
         if (v4)
@@ -276,9 +275,8 @@ bool lin_frame_fwd(int64_t E, const ecenet_linear_params *p, const void *X_, voi
         CU_LAUNCHED();
         for (int m = 1, s = 0; m < L.Q; s += 2, m++) {
             const int Km = L.B * (L.nl - m);
-            gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, L.fout, n, Km, (T)1, P.Wp + L.woff[m], Km, 0,
-                    P.Xc + L.off[s], L.Kc, Km, (T)0, Y + e0 * YE + 2LL * m * L.fout, (int)YE,
-                    L.fout, 2);
+            gemm_t<T>(L.fout, n, Km, P.Wp + L.woff[m], Km, 0, P.Xc + L.off[s], L.Kc, Km, (T)0,
+                      Y + e0 * YE + 2LL * m * L.fout, (int)YE, L.fout, 2);
         }
     }
     return true;
@@ -297,14 +295,12 @@ bool lin_frame_vjp(int64_t E, const ecenet_linear_params *p, const void *Yb_, vo
     T *Xb = (T *)Xb_;
     const int64_t XE = 2LL * L.Q * L.F, YE = 2LL * L.Q * L.fout;
     const bool v4 = fp_nl4(L, Xb);
-    cublasHandle_t h = blas(1);
     for (int64_t e0 = 0; e0 < E; e0 += P.rows) {
         const int n = (int)(E - e0 < P.rows ? E - e0 : P.rows);
         for (int m = 1, s = 0; m < L.Q; s += 2, m++) {
             const int Km = L.B * (L.nl - m);
-            gemm_sb(h, CUBLAS_OP_T, CUBLAS_OP_N, Km, n, L.fout, (T)1, P.Wpt + L.woff[m], L.fout,
-                    0, Yb + e0 * YE + 2LL * m * L.fout, (int)YE, L.fout, (T)0, P.Xc + L.off[s],
-                    L.Kc, Km, 2);
+            gemm_t<T>(Km, n, L.fout, P.Wpt + L.woff[m], L.fout, 0, Yb + e0 * YE + 2LL * m * L.fout,
+                      (int)YE, L.fout, (T)0, P.Xc + L.off[s], L.Kc, Km, 2);
         }
         if (v4)
             fp_unpack_add_k<T, true><<<fp_grid(n, L), 256>>>(n, L, P.Xc, Xb + e0 * XE);

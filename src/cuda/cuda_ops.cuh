@@ -15,6 +15,14 @@ template <typename T> void fill_layers(ecenet_backend &b);   /* cuda_layers.cu *
 template <typename T> void fill_readout(ecenet_backend &b);  /* cuda_readout.cu */
 template <typename T> void fill_nlist(ecenet_backend &b);    /* cuda_nlist.cu */
 
+/* cuda_layers.cu: C (=|+=) A·Bᵀ for `batch` products (row-major E×K A,
+ * N×K B, E×N C; cuBLAS's op-T form: gemm_sb(T, N, N, E, K, B, ldb, sB, A,
+ * lda, sA, beta, C, ldc, sC)), beta 0 or 1; strict fp32 through the
+ * split-TF32 kernel where it applies (cuda_linear_x3.cuh), else cuBLAS */
+template <typename T>
+void gemm_t(int N, int64_t E, int K, const T *B, int ldb, long long sB, const T *A, int lda,
+            long long sA, T beta, T *C, int ldc, long long sC, int batch);
+
 /* cuda_layer_tc.cu: the fused layer forward on tensor cores (fp32: TF32 or
  * split TF32); false (nothing done) where it does not apply */
 bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,

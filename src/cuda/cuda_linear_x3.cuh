@@ -1,0 +1,216 @@
+/* Split-TF32 ("3xTF32") GEMM for the strict-fp32 equivariant linear (SPEC
+ * §10): C (=|+=) A·Bᵀ per batch, A E×K (row stride lda), B N×K (K
+ * contiguous), on mma.sync TF32 tensor cores with fp32 accuracy.
+ *
+ * Each input x is split as h = rn_tf32(x), l = rn_tf32(x − h) (|l| ≤
+ * 2⁻¹¹|x|, both exact in TF32), and a·b ≈ h_a·h_b + (l_a·h_b + h_a·l_b):
+ * the dropped l_a·l_b is ≤ 2⁻²²|a·b|. The main products and the two small
+ * ones accumulate in separate registers (the tensor cores' fp32
+ * accumulation truncates; adding the small terms into the main sum would
+ * triple those truncations) and meet once, in fp32, at the end.
+ * Measured on one layer's products (tools/device/split_bench.cu): rel L2
+ * vs DGEMM within a small factor of cuBLAS SGEMM's, for one pass over A
+ * instead of the three that three cuBLAS TF32 calls make.
+ *
+ * Tiles: a block of 256 threads computes 128 rows × 128 outputs, 8 warps
+ * of 64 × 32, K in steps of 32 through a 3-stage cp.async pipeline. Shared
+ * rows are 32 floats; a row's 16-byte chunk c sits at chunk c ^ 4(r & 1),
+ * so the 8 lanes of a quarter-warp (rows g, g+1; chunks t) hit 32 distinct
+ * banks. Within each 16-wide half of a K step the MMA's k index is
+ * permuted (k step q: thread column t ↔ 4t + 2q, t + 4 ↔ 4t + 2q + 1, for A
+ * and B alike) so that a thread's fragments are one 16-byte load. Rows
+ * past E, outputs past N and k past K load zeros; stores are guarded.
+ *
+ * Requirements (checked by lin_x3_ok): K % 4 == 0, lda, sA, sB multiples of
+ * 4 and A, B 16-byte aligned (cp.async), N, ldc, sC even and C 8-byte
+ * aligned (float2 stores). Deterministic: each output is written by one
+ * thread, sums in a fixed order. */
+#ifndef ECN_CUDA_LINEAR_X3_CUH
+#define ECN_CUDA_LINEAR_X3_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace ecn_x3 {
+
+constexpr int BM = 128, BN = 128, BK = 32, NST = 3, THREADS = 256;
+constexpr int TILE = BM * BK; /* floats of one A (or B, BN == BM) stage tile */
+static_assert(BM == BN, "A and B tiles share the load map");
+constexpr size_t SMEM = (size_t)NST * 2 * TILE * sizeof(float);
+
+struct Args {
+    const float *A, *B;
+    float *C;
+    int64_t lda, ldc, sA, sB, sC; /* row strides of A and C, batch strides */
+    int64_t E;
+    int K, N;
+};
+
+__device__ __forceinline__ uint32_t rn_tf32(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ void split(float x, uint32_t &h, uint32_t &l)
+{
+    h = rn_tf32(x);
+    l = rn_tf32(x - __uint_as_float(h));
+}
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void cp16(float *dst, const float *src, bool valid)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void wait_groups()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/* float offset of row r's 16-byte chunk c in a stage tile */
+__device__ __forceinline__ int swz(int r, int c) { return r * BK + 4 * (c ^ (4 * (r & 1))); }
+
+template <bool BETA>
+__global__ void __launch_bounds__(THREADS, 1) lin_x3_k(Args a)
+{
+    extern __shared__ __align__(16) float sm[];
+    const int NT = (a.N + BN - 1) / BN;
+    const int64_t e0 = (int64_t)(blockIdx.x / NT) * BM;
+    const int n0 = (int)(blockIdx.x % NT) * BN;
+    const float *A = a.A + blockIdx.y * a.sA, *B = a.B + blockIdx.y * a.sB;
+    float *C = a.C + blockIdx.y * a.sC;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3, wr = (warp & 1) * 64, wc = (warp >> 1) * 32;
+
+    /* loads: thread → chunk tid % 8 of rows tid / 8 + 32 j, A and B alike;
+     * addresses recomputed per load (registers go to the accumulators) */
+    const int lc = tid & 7, lr = tid >> 3, so = swz(lr, lc); /* row lr + 32 j: so + 32 j·BK */
+    const int KT = (a.K + BK - 1) / BK;
+    auto load = [&](int st, int kt) {
+        const int k = kt * BK + 4 * lc;
+        const bool kok = k < a.K;
+        const int kk = kok ? k : 0;
+        float *As = sm + st * 2 * TILE, *Bs = As + TILE;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t e = e0 + lr + 32 * j;
+            const int n = n0 + lr + 32 * j;
+            cp16(As + so + 32 * j * BK, A + (e < a.E ? e : 0) * a.lda + kk, e < a.E && kok);
+            cp16(Bs + so + 32 * j * BK, B + (int64_t)(n < a.N ? n : 0) * a.K + kk, n < a.N && kok);
+        }
+    };
+
+    float acc[4][4][4], cor[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                acc[i][j][r] = cor[i][j][r] = 0.0f;
+
+#pragma unroll
+    for (int st = 0; st < NST - 1; st++) {
+        if (st < KT)
+            load(st, st);
+        commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        wait_groups<NST - 2>();
+        __syncthreads(); /* tile kt landed; all warps are done with tile kt - 1's stage */
+        if (kt + NST - 1 < KT)
+            load((kt + NST - 1) % NST, kt + NST - 1);
+        commit();
+        const float *As = sm + (kt % NST) * 2 * TILE, *Bs = As + TILE;
+#pragma unroll 1
+        for (int h = 0; h < 2; h++) {
+            float4 bv[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                bv[j] = *reinterpret_cast<const float4 *>(Bs + swz(wc + 8 * j + g, 4 * h + t));
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                uint32_t bh[4][2], bl[4][2];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    split(q ? bv[j].z : bv[j].x, bh[j][0], bl[j][0]);
+                    split(q ? bv[j].w : bv[j].y, bh[j][1], bl[j][1]);
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int r = wr + 16 * i + g;
+                    const float4 v0 = *reinterpret_cast<const float4 *>(As + swz(r, 4 * h + t));
+                    const float4 v1 = *reinterpret_cast<const float4 *>(As + swz(r + 8, 4 * h + t));
+                    const float av[4] = {q ? v0.z : v0.x, q ? v1.z : v1.x, q ? v0.w : v0.y,
+                                         q ? v1.w : v1.y};
+                    uint32_t ah[4], al[4];
+#pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        split(av[c], ah[c], al[c]);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        mma(cor[i][j], al, bh[j][0], bh[j][1]);
+                        mma(cor[i][j], ah, bl[j][0], bl[j][1]);
+                        mma(acc[i][j], ah, bh[j][0], bh[j][1]);
+                    }
+                }
+            }
+        }
+    }
+    wait_groups<0>();
+
+    /* c0, c1: row g, outputs 2t, 2t + 1; c2, c3: row g + 8 */
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int64_t e = e0 + wr + 16 * i + g + 8 * hr;
+            if (e >= a.E)
+                continue;
+            float *crow = C + e * a.ldc;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int n = n0 + wc + 8 * j + 2 * t;
+                if (n >= a.N)
+                    continue;
+                float2 v = make_float2(acc[i][j][2 * hr] + cor[i][j][2 * hr],
+                                       acc[i][j][2 * hr + 1] + cor[i][j][2 * hr + 1]);
+                float2 *cp = reinterpret_cast<float2 *>(crow + n);
+                if (BETA) {
+                    const float2 o = *cp;
+                    v.x += o.x;
+                    v.y += o.y;
+                }
+                *cp = v;
+            }
+        }
+}
+
+/* can lin_x3_k take these operands (alignment and divisibility above)? */
+static inline bool lin_x3_ok(const Args &a)
+{
+    const uintptr_t pa = (uintptr_t)a.A, pb = (uintptr_t)a.B, pc = (uintptr_t)a.C;
+    return a.K % 4 == 0 && a.lda % 4 == 0 && a.sA % 4 == 0 && a.sB % 4 == 0 && pa % 16 == 0 &&
+           pb % 16 == 0 && a.N % 2 == 0 && a.ldc % 2 == 0 && a.sC % 2 == 0 && pc % 8 == 0 &&
+           a.K > 0 && a.N > 0;
+}
+
+/* grid of one lin_x3_k launch over `batch` products (the caller raises the
+ * kernel's shared-memory limit to SMEM once) */
+static inline dim3 lin_x3_grid(const Args &a, int batch)
+{
+    const int64_t nt = (a.N + BN - 1) / BN, et = (a.E + BM - 1) / BM;
+    return dim3((unsigned)(nt * et), (unsigned)batch);
+}
+
+} /* namespace ecn_x3 */
+
+#endif

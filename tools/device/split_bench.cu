@@ -1,0 +1,335 @@
+/* Can three TF32 GEMMs stand in for the strict-fp32 SGEMM of the layer
+ * linear? (issue 5: "an fp32-accurate split-TF32 scheme"). One layer's seven
+ * (m, part) strided-batched products on the [e][m][part][f] layout, as
+ * src/cuda/cuda_layers.cu calls them, on random normal inputs, each variant's
+ * rel L2 and max error against a DGEMM of the same fp32 inputs, and its time
+ * (CUDA events, L2 flushed, medians of 20):
+ *   sgemm      cublasSgemmStridedBatched, default math (the library's fp32 path)
+ *   tf32       the same call in CUBLAS_TF32_TENSOR_OP_MATH (the library's TF32 path)
+ *   3x trunc   C = Xl·W + X·Wl + X·W, all TF32; X, W raw (the tensor cores
+ *              see them truncated), lo = rn_tf32(x - trunc_tf32(x))
+ *   3x rn      C = Xl·Wh + Xh·Wl + Xh·Wh with h = rn_tf32(x), l = rn_tf32(x - h)
+ *   3x rn, main first / 4x rn (+ Xl·Wl): the order and the dropped term
+ * and whether cuBLAS's TF32 kernels truncate or round their operands (the
+ * tf32 row against DGEMMs of truncated and of rounded inputs). Then the
+ * VJP form (Xb += Yb·W, beta 1, W transposed operand) in sgemm and 3x rn.
+ *   nvcc -O2 -arch=sm_90 -o split_bench tools/device/split_bench.cu -lcublas */
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <vector>
+
+#include "bench_util.cuh"
+#include "../../src/cuda/cuda_linear_x3.cuh"
+
+__device__ __forceinline__ float tf32_rn(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
+__device__ __forceinline__ float tf32_tr(float x) { return __uint_as_float(__float_as_uint(x) & 0xffffe000u); }
+
+/* normal(0, s) from a counter hash (Box-Muller) */
+__device__ __forceinline__ uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+__global__ void fill_k(size_t n, uint64_t seed, float s, float *x)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const uint64_t h = mix(seed * 0x9e3779b97f4a7c15ull + i);
+        const double u1 = ((h >> 11) + 1.0) * (1.0 / 9007199254740993.0), u2 = (mix(h) >> 11) * (1.0 / 9007199254740992.0);
+        x[i] = (float)(s * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+}
+/* mode 0: d = (double)x; 1: d = trunc_tf32(x); 2: d = rn_tf32(x) */
+__global__ void widen_k(size_t n, int mode, const float *x, double *d)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        d[i] = mode == 0 ? (double)x[i] : mode == 1 ? (double)tf32_tr(x[i]) : (double)tf32_rn(x[i]);
+}
+/* rn split: h = rn(x), l = rn(x - h); trunc split: l = rn(x - trunc(x)), h untouched */
+__global__ void split_rn_k(size_t n, const float4 *x, float4 *h, float4 *l)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 v = x[i];
+        float4 a, b;
+        a.x = tf32_rn(v.x); b.x = tf32_rn(v.x - a.x);
+        a.y = tf32_rn(v.y); b.y = tf32_rn(v.y - a.y);
+        a.z = tf32_rn(v.z); b.z = tf32_rn(v.z - a.z);
+        a.w = tf32_rn(v.w); b.w = tf32_rn(v.w - a.w);
+        h[i] = a;
+        l[i] = b;
+    }
+}
+__global__ void split_tr_k(size_t n, const float4 *x, float4 *l)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 v = x[i];
+        float4 b;
+        b.x = tf32_rn(v.x - tf32_tr(v.x));
+        b.y = tf32_rn(v.y - tf32_tr(v.y));
+        b.z = tf32_rn(v.z - tf32_tr(v.z));
+        b.w = tf32_rn(v.w - tf32_tr(v.w));
+        l[i] = b;
+    }
+}
+/* Σ (y - r)², Σ r², max |y - r| over the computed slots (not sin m = 0) */
+__global__ void err_k(size_t n, int F, int S, const float *y, const double *r, double *out)
+{
+    __shared__ double s0[256], s1[256], s2[256];
+    double a = 0, b = 0, c = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        if ((i / F) % S == 1)
+            continue;
+        const double d = (double)y[i] - r[i];
+        a += d * d;
+        b += r[i] * r[i];
+        c = fmax(c, fabs(d));
+    }
+    s0[threadIdx.x] = a; s1[threadIdx.x] = b; s2[threadIdx.x] = c;
+    __syncthreads();
+    for (int k = 128; k > 0; k >>= 1) {
+        if ((int)threadIdx.x < k) {
+            s0[threadIdx.x] += s0[threadIdx.x + k];
+            s1[threadIdx.x] += s1[threadIdx.x + k];
+            s2[threadIdx.x] = fmax(s2[threadIdx.x], s2[threadIdx.x + k]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[3 * blockIdx.x] = s0[0];
+        out[3 * blockIdx.x + 1] = s1[0];
+        out[3 * blockIdx.x + 2] = s2[0];
+    }
+}
+
+static const int NB = 1024;
+static int E, F, Q, S, LD;
+static size_t N, NW;
+static double *g_part;
+
+static void report(const char *name, float ms, const float *y, const double *ref)
+{
+    err_k<<<NB, 256>>>(N, F, S, y, ref, g_part);
+    CK(cudaGetLastError());
+    std::vector<double> p(3 * NB);
+    CK(cudaMemcpy(p.data(), g_part, p.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    double a = 0, b = 0, c = 0;
+    for (int k = 0; k < NB; k++) {
+        a += p[3 * k];
+        b += p[3 * k + 1];
+        c = fmax(c, p[3 * k + 2]);
+    }
+    const double rms = sqrt(b / (N / S * (S - 1)));
+    printf("%-34s %8.3f ms   rel L2 %.3e   max|err|/rms %.3e\n", name, ms, sqrt(a / b), c / rms);
+}
+
+/* the same 7 products through the fused split-TF32 kernel (cuda_linear_x3.cuh) */
+static void layer_x3(const float *W, const float *A, float *C, bool beta)
+{
+    ecn_x3::Args a;
+    a.A = A; a.B = W; a.C = C; a.lda = LD; a.ldc = LD; a.sA = 2LL * F; a.sB = (int64_t)F * F;
+    a.sC = 2LL * F; a.E = E; a.K = F; a.N = F;
+    if (!ecn_x3::lin_x3_ok(a)) { printf("x3: operands not supported\n"); exit(1); }
+    for (int part = 0; part < 2; part++) {
+        ecn_x3::Args b = a;
+        if (part) { b.A += 3 * F; b.B += (int64_t)F * F; b.C += 3 * F; }
+        const dim3 gr = ecn_x3::lin_x3_grid(b, part ? Q - 1 : Q);
+        if (beta)
+            ecn_x3::lin_x3_k<true><<<gr, ecn_x3::THREADS, ecn_x3::SMEM>>>(b);
+        else
+            ecn_x3::lin_x3_k<false><<<gr, ecn_x3::THREADS, ecn_x3::SMEM>>>(b);
+    }
+}
+
+/* the layer's 7 products: C (=|+=) A·Bᵀ per slot, B = Q weight matrices [m][o][i] */
+static void layer(cublasHandle_t h, const float *W, const float *A, float *C, float beta)
+{
+    const float one = 1;
+    const long long sw = (long long)F * F;
+    CK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W, F, sw, A, LD, 2LL * F,
+                                 &beta, C, LD, 2LL * F, Q));
+    CK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W + sw, F, sw, A + 3 * F,
+                                 LD, 2LL * F, &beta, C + 3 * F, LD, 2LL * F, Q - 1));
+}
+static void layer_d(cublasHandle_t h, const double *W, const double *A, double *C, double beta)
+{
+    const double one = 1;
+    const long long sw = (long long)F * F;
+    CK(cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W, F, sw, A, LD, 2LL * F,
+                                 &beta, C, LD, 2LL * F, Q));
+    CK(cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W + sw, F, sw, A + 3 * F,
+                                 LD, 2LL * F, &beta, C + 3 * F, LD, 2LL * F, Q - 1));
+}
+
+int main(int argc, char **argv)
+{
+    E = argc > 1 ? atoi(argv[1]) : 45648;
+    F = argc > 2 ? atoi(argv[2]) : 256;
+    Q = 4;
+    S = 2 * Q;
+    LD = S * F;
+    N = (size_t)E * LD;
+    NW = (size_t)Q * F * F;
+    printf("split-TF32 layer GEMMs: E=%d F=%d, %d slots, X ~ N(0,1), W ~ N(0,1/F), L2 flushed, medians of 20\n",
+           E, F, S - 1);
+    cublasHandle_t h32, htf, h64;
+    CK(cublasCreate(&h32));
+    CK(cublasCreate(&htf));
+    CK(cublasCreate(&h64));
+    CK(cublasSetMathMode(htf, CUBLAS_TF32_TENSOR_OP_MATH));
+    float *X, *Xh, *Xl, *W, *Wh, *Wl, *Wlt, *Y, *Y0;
+    double *Xd, *Wd, *R;
+    CK(cudaMalloc(&X, N * 4));
+    CK(cudaMalloc(&Xh, N * 4));
+    CK(cudaMalloc(&Xl, N * 4));
+    CK(cudaMalloc(&Y, N * 4));
+    CK(cudaMalloc(&Y0, N * 4));
+    CK(cudaMalloc(&W, NW * 4));
+    CK(cudaMalloc(&Wh, NW * 4));
+    CK(cudaMalloc(&Wl, NW * 4));
+    CK(cudaMalloc(&Wlt, NW * 4));
+    CK(cudaMalloc(&Xd, N * 8));
+    CK(cudaMalloc(&R, N * 8));
+    CK(cudaMalloc(&Wd, NW * 8));
+    CK(cudaMalloc(&g_part, 3 * NB * sizeof(double)));
+    void *flush;
+    const size_t fb = 200u << 20;
+    CK(cudaMalloc(&flush, fb));
+    fill_k<<<1024, 256>>>(N, 1, 1.0f, X);
+    fill_k<<<1024, 256>>>(NW, 2, 1.0f / sqrtf((float)F), W);
+    fill_k<<<1024, 256>>>(N, 3, 1.0f, Y0); /* the VJP's initial Xb */
+    CK(cudaGetLastError());
+    split_rn_k<<<1024, 256>>>(NW / 4, (const float4 *)W, (float4 *)Wh, (float4 *)Wl);
+    split_tr_k<<<1024, 256>>>(NW / 4, (const float4 *)W, (float4 *)Wlt);
+
+    /* does cuBLAS's TF32 truncate or round? */
+    for (int mode = 1; mode <= 2; mode++) {
+        widen_k<<<1024, 256>>>(N, mode, X, Xd);
+        widen_k<<<1024, 256>>>(NW, mode, W, Wd);
+        layer_d(h64, Wd, Xd, R, 0);
+        layer(htf, W, X, Y, 0);
+        CK(cudaDeviceSynchronize());
+        report(mode == 1 ? "tf32 vs DGEMM(trunc X, trunc W)" : "tf32 vs DGEMM(rn X, rn W)", 0, Y, R);
+    }
+    widen_k<<<1024, 256>>>(N, 0, X, Xd);
+    widen_k<<<1024, 256>>>(NW, 0, W, Wd);
+    layer_d(h64, Wd, Xd, R, 0);
+    CK(cudaDeviceSynchronize());
+
+    auto T = [&](auto fn) { return time_median(fn, flush, fb, 3, 20); };
+    const size_t n4 = N / 4;
+    float t;
+    t = T([&] { split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl); });
+    printf("%-34s %8.3f ms\n", "split kernel x -> (h, l)", t);
+    t = T([&] { split_tr_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xl); });
+    printf("%-34s %8.3f ms\n", "split kernel x -> l (trunc h)", t);
+    t = T([&] { CK(cudaMemcpyAsync(Xl, X, N * 4, cudaMemcpyDeviceToDevice)); });
+    printf("%-34s %8.3f ms  (%.0f GB/s)\n", "device copy of X", t, 2.0 * N * 4 / t / 1e6);
+
+    t = T([&] { layer(h32, W, X, Y, 0); });
+    report("sgemm", t, Y, R);
+    t = T([&] { layer(htf, W, X, Y, 0); });
+    report("tf32", t, Y, R);
+    t = T([&] { layer(htf, W, X, Y, 1); });
+    report("tf32 beta 1 (time only)", t, Y, R);
+    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::SMEM));
+    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::SMEM));
+    CK(cudaMemset(Y, 0xff, N * 4)); /* NaN poison: unwritten outputs show */
+    layer_x3(W, X, Y, false);
+    CK(cudaDeviceSynchronize());
+    report("x3 kernel (poisoned first run)", 0, Y, R);
+    t = T([&] { layer_x3(W, X, Y, false); });
+    CK(cudaGetLastError());
+    report("x3 kernel fwd", t, Y, R);
+
+    split_tr_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xl);
+    t = T([&] {
+        layer(htf, W, Xl, Y, 0);
+        layer(htf, Wlt, X, Y, 1);
+        layer(htf, W, X, Y, 1);
+    });
+    report("3x trunc (GEMMs only)", t, Y, R);
+
+    split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl);
+    t = T([&] {
+        layer(htf, Wh, Xl, Y, 0);
+        layer(htf, Wl, Xh, Y, 1);
+        layer(htf, Wh, Xh, Y, 1);
+    });
+    report("3x rn (GEMMs only)", t, Y, R);
+    t = T([&] {
+        layer(htf, Wh, Xh, Y, 0);
+        layer(htf, Wh, Xl, Y, 1);
+        layer(htf, Wl, Xh, Y, 1);
+    });
+    report("3x rn, main first", t, Y, R);
+    t = T([&] {
+        layer(htf, Wl, Xl, Y, 0);
+        layer(htf, Wh, Xl, Y, 1);
+        layer(htf, Wl, Xh, Y, 1);
+        layer(htf, Wh, Xh, Y, 1);
+    });
+    report("4x rn", t, Y, R);
+    t = T([&] {
+        split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl);
+        layer(htf, Wh, Xl, Y, 0);
+        layer(htf, Wl, Xh, Y, 1);
+        layer(htf, Wh, Xh, Y, 1);
+    });
+    report("3x rn with its split", t, Y, R);
+    /* raw X as the main operand when cuBLAS rounds it itself */
+    t = T([&] {
+        layer(htf, Wh, Xl, Y, 0);
+        layer(htf, Wl, Xh, Y, 1);
+        layer(htf, W, X, Y, 1);
+    });
+    report("3x rn, raw X/W in the main GEMM", t, Y, R);
+
+    /* VJP: Xb = Xb0 + Yb·W (here Yb := X, Xb0 := Y0), beta 1 */
+    widen_k<<<1024, 256>>>(N, 0, Y0, R);
+    {
+        const double one = 1;
+        const long long sw = (long long)F * F;
+        CK(cublasDgemmStridedBatched(h64, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, Wd, F, sw, Xd, LD,
+                                     2LL * F, &one, R, LD, 2LL * F, Q));
+        CK(cublasDgemmStridedBatched(h64, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, Wd + sw, F, sw,
+                                     Xd + 3 * F, LD, 2LL * F, &one, R + 3 * F, LD, 2LL * F, Q - 1));
+    }
+    CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
+    t = T([&] { layer(h32, W, X, Y, 1); });
+    CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
+    layer(h32, W, X, Y, 1);
+    report("vjp sgemm beta 1", t, Y, R);
+    t = T([&] {
+        split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl);
+        layer(htf, Wh, Xl, Y, 1);
+        layer(htf, Wl, Xh, Y, 1);
+        layer(htf, Wh, Xh, Y, 1);
+    });
+    CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
+    layer(htf, Wh, Xl, Y, 1);
+    layer(htf, Wl, Xh, Y, 1);
+    layer(htf, Wh, Xh, Y, 1);
+    report("vjp 3x rn beta 1 (with split)", t, Y, R);
+    t = T([&] { layer_x3(W, X, Y, true); });
+    CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
+    layer_x3(W, X, Y, true);
+    report("vjp x3 kernel beta 1", t, Y, R);
+    t = T([&] {
+        split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl);
+        layer(htf, Wh, Xl, Y, 1);
+        layer(htf, Wl, Xh, Y, 1);
+        layer(htf, Wh, Xh, Y, 1);
+    });
+    printf("%-34s %8.3f ms\n", "vjp 3x rn beta 1 (repeat)", t);
+    CK(cudaDeviceSynchronize());
+    return 0;
+}
