@@ -47,6 +47,7 @@ namespace ecn_cu {
 /* strict-fp32 GEMM engine: 0 cuBLAS SGEMM, 1 the split-TF32 kernel
  * (cuda_linear_x3.cuh) where it applies. Env ECENET_FP32_GEMM=sgemm|x3,
  * read once; default ECN_CUDA_FP32_GEMM_DEFAULT. */
+#define ECN_X3_WN_DEFAULT 4
 static int x3_mode_v;
 static std::once_flag x3_once;
 static std::atomic<unsigned long long> x3_runs;
@@ -60,13 +61,41 @@ static int &x3_mode()
     return x3_mode_v;
 }
 
+/* the kernel's output tile width 32·WN (cuda_linear_x3.cuh): env ECENET_X3_WN=2|4, read once */
+static int x3_wn()
+{
+    static std::once_flag once;
+    static int wn;
+    std::call_once(once, [] {
+        const char *v = getenv("ECENET_X3_WN");
+        wn = v && !strcmp(v, "2") ? 2 : v && !strcmp(v, "4") ? 4 : ECN_X3_WN_DEFAULT;
+    });
+    return wn;
+}
+
+template <int WN>
+static void x3_launch(const ecn_x3::Args &a, int batch, bool beta)
+{
+    const dim3 grid = ecn_x3::lin_x3_grid(a, batch, WN);
+    const size_t sm = ecn_x3::smem(WN);
+    if (beta) {
+        smem_allow(ecn_x3::lin_x3_k<WN, true>, sm);
+        ecn_x3::lin_x3_k<WN, true><<<grid, ecn_x3::threads(WN), sm>>>(a);
+    } else {
+        smem_allow(ecn_x3::lin_x3_k<WN, false>, sm);
+        ecn_x3::lin_x3_k<WN, false><<<grid, ecn_x3::threads(WN), sm>>>(a);
+    }
+    CU_LAUNCHED();
+}
+
 static bool gemm_x3(int N, int64_t E, int K, const float *B, int ldb, long long sB,
                     const float *A, int lda, long long sA, float beta, float *C, int ldc,
                     long long sC, int batch)
 {
     State &s = state();
+    const int wn = x3_wn();
     if (s.tf32 || !x3_mode() || ldb != K || (beta != 0.0f && beta != 1.0f) || s.cc_major < 8 ||
-        s.smem_optin < ecn_x3::SMEM || batch > 65535)
+        s.smem_optin < ecn_x3::smem(wn) || batch > 65535)
         return false;
     ecn_x3::Args a;
     a.A = A;
@@ -80,18 +109,13 @@ static bool gemm_x3(int N, int64_t E, int K, const float *B, int ldb, long long 
     a.E = E;
     a.K = K;
     a.N = N;
-    if (!ecn_x3::lin_x3_ok(a) || (int64_t)((N + ecn_x3::BN - 1) / ecn_x3::BN) *
+    if (!ecn_x3::lin_x3_ok(a) || (int64_t)((N + ecn_x3::bn(wn) - 1) / ecn_x3::bn(wn)) *
                                          ((E + ecn_x3::BM - 1) / ecn_x3::BM) > INT_MAX)
         return false;
-    const dim3 grid = ecn_x3::lin_x3_grid(a, batch);
-    if (beta != 0.0f) {
-        smem_allow(ecn_x3::lin_x3_k<true>, ecn_x3::SMEM);
-        ecn_x3::lin_x3_k<true><<<grid, ecn_x3::THREADS, ecn_x3::SMEM>>>(a);
-    } else {
-        smem_allow(ecn_x3::lin_x3_k<false>, ecn_x3::SMEM);
-        ecn_x3::lin_x3_k<false><<<grid, ecn_x3::THREADS, ecn_x3::SMEM>>>(a);
-    }
-    CU_LAUNCHED();
+    if (wn == 2)
+        x3_launch<2>(a, batch, beta != 0.0f);
+    else
+        x3_launch<4>(a, batch, beta != 0.0f);
     x3_runs++;
     return true;
 }

@@ -12,8 +12,11 @@
  * vs DGEMM within a small factor of cuBLAS SGEMM's, for one pass over A
  * instead of the three that three cuBLAS TF32 calls make.
  *
- * Tiles: a block of 256 threads computes 128 rows × 128 outputs, 8 warps
- * of 64 × 32, K in steps of 32 through a 3-stage cp.async pipeline. Shared
+ * Tiles: a block of 64·WN threads computes 128 rows × 32·WN outputs, 2 × WN
+ * warps of 64 × 32 (WN = 4: 8 warps, one block per SM at 255 registers; WN
+ * = 2: 4 warps, two blocks per SM, so one block's prologue and epilogue
+ * overlap another's main loop), K in steps of 32 through a 3-stage cp.async
+ * pipeline. Shared
  * rows are 32 floats; a row's 16-byte chunk c sits at chunk c ^ 4(r & 1),
  * so the 8 lanes of a quarter-warp (rows g, g+1; chunks t) hit 32 distinct
  * banks. Within each 16-wide half of a K step the MMA's k index is
@@ -33,10 +36,12 @@
 
 namespace ecn_x3 {
 
-constexpr int BM = 128, BN = 128, BK = 32, NST = 3, THREADS = 256;
-constexpr int TILE = BM * BK; /* floats of one A (or B, BN == BM) stage tile */
-static_assert(BM == BN, "A and B tiles share the load map");
-constexpr size_t SMEM = (size_t)NST * 2 * TILE * sizeof(float);
+constexpr int BM = 128, BK = 32, NST = 3;
+__host__ __device__ constexpr int bn(int WN) { return 32 * WN; }
+__host__ __device__ constexpr int threads(int WN) { return 64 * WN; }
+/* floats of one pipeline stage: the A tile, then the B tile */
+__host__ __device__ constexpr int stage(int WN) { return (BM + bn(WN)) * BK; }
+__host__ __device__ constexpr size_t smem(int WN) { return (size_t)NST * stage(WN) * sizeof(float); }
 
 struct Args {
     const float *A, *B;
@@ -78,9 +83,10 @@ template <int N> __device__ __forceinline__ void wait_groups()
 /* float offset of row r's 16-byte chunk c in a stage tile */
 __device__ __forceinline__ int swz(int r, int c) { return r * BK + 4 * (c ^ (4 * (r & 1))); }
 
-template <bool BETA>
-__global__ void __launch_bounds__(THREADS, 1) lin_x3_k(Args a)
+template <int WN, bool BETA>
+__global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
 {
+    constexpr int BN = bn(WN), TH = threads(WN), RP = TH / 8; /* rows per load pass */
     extern __shared__ __align__(16) float sm[];
     const int NT = (a.N + BN - 1) / BN;
     const int64_t e0 = (int64_t)(blockIdx.x / NT) * BM;
@@ -90,21 +96,24 @@ __global__ void __launch_bounds__(THREADS, 1) lin_x3_k(Args a)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3, wr = (warp & 1) * 64, wc = (warp >> 1) * 32;
 
-    /* loads: thread → chunk tid % 8 of rows tid / 8 + 32 j, A and B alike;
+    /* loads: thread → chunk tid % 8 of rows tid / 8 + RP j, A and B alike;
      * addresses recomputed per load (registers go to the accumulators) */
-    const int lc = tid & 7, lr = tid >> 3, so = swz(lr, lc); /* row lr + 32 j: so + 32 j·BK */
+    const int lc = tid & 7, lr = tid >> 3, so = swz(lr, lc); /* row lr + RP j: so + RP j·BK */
     const int KT = (a.K + BK - 1) / BK;
     auto load = [&](int st, int kt) {
         const int k = kt * BK + 4 * lc;
         const bool kok = k < a.K;
         const int kk = kok ? k : 0;
-        float *As = sm + st * 2 * TILE, *Bs = As + TILE;
+        float *As = sm + st * stage(WN), *Bs = As + BM * BK;
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int64_t e = e0 + lr + 32 * j;
-            const int n = n0 + lr + 32 * j;
-            cp16(As + so + 32 * j * BK, A + (e < a.E ? e : 0) * a.lda + kk, e < a.E && kok);
-            cp16(Bs + so + 32 * j * BK, B + (int64_t)(n < a.N ? n : 0) * a.K + kk, n < a.N && kok);
+        for (int j = 0; j < BM / RP; j++) {
+            const int64_t e = e0 + lr + RP * j;
+            cp16(As + so + RP * j * BK, A + (e < a.E ? e : 0) * a.lda + kk, e < a.E && kok);
+        }
+#pragma unroll
+        for (int j = 0; j < BN / RP; j++) {
+            const int n = n0 + lr + RP * j;
+            cp16(Bs + so + RP * j * BK, B + (int64_t)(n < a.N ? n : 0) * a.K + kk, n < a.N && kok);
         }
     };
 
@@ -129,7 +138,7 @@ __global__ void __launch_bounds__(THREADS, 1) lin_x3_k(Args a)
         if (kt + NST - 1 < KT)
             load((kt + NST - 1) % NST, kt + NST - 1);
         commit();
-        const float *As = sm + (kt % NST) * 2 * TILE, *Bs = As + TILE;
+        const float *As = sm + (kt % NST) * stage(WN), *Bs = As + BM * BK;
 #pragma unroll 1
         for (int h = 0; h < 2; h++) {
             float4 bv[4];
@@ -203,11 +212,11 @@ static inline bool lin_x3_ok(const Args &a)
            a.K > 0 && a.N > 0;
 }
 
-/* grid of one lin_x3_k launch over `batch` products (the caller raises the
- * kernel's shared-memory limit to SMEM once) */
-static inline dim3 lin_x3_grid(const Args &a, int batch)
+/* grid of one lin_x3_k<WN> launch over `batch` products (the caller raises
+ * the kernel's shared-memory limit to smem(WN)) */
+static inline dim3 lin_x3_grid(const Args &a, int batch, int WN)
 {
-    const int64_t nt = (a.N + BN - 1) / BN, et = (a.E + BM - 1) / BM;
+    const int64_t nt = (a.N + bn(WN) - 1) / bn(WN), et = (a.E + BM - 1) / BM;
     return dim3((unsigned)(nt * et), (unsigned)batch);
 }
 

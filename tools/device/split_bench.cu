@@ -132,6 +132,15 @@ static void report(const char *name, float ms, const float *y, const double *ref
 }
 
 /* the same 7 products through the fused split-TF32 kernel (cuda_linear_x3.cuh) */
+static int g_wn = 4;
+template <int WN> static void x3_go(const ecn_x3::Args &b, int bt, bool beta)
+{
+    const dim3 gr = ecn_x3::lin_x3_grid(b, bt, WN);
+    if (beta)
+        ecn_x3::lin_x3_k<WN, true><<<gr, ecn_x3::threads(WN), ecn_x3::smem(WN)>>>(b);
+    else
+        ecn_x3::lin_x3_k<WN, false><<<gr, ecn_x3::threads(WN), ecn_x3::smem(WN)>>>(b);
+}
 static void layer_x3(const float *W, const float *A, float *C, bool beta)
 {
     ecn_x3::Args a;
@@ -141,11 +150,10 @@ static void layer_x3(const float *W, const float *A, float *C, bool beta)
     for (int part = 0; part < 2; part++) {
         ecn_x3::Args b = a;
         if (part) { b.A += 3 * F; b.B += (int64_t)F * F; b.C += 3 * F; }
-        const dim3 gr = ecn_x3::lin_x3_grid(b, part ? Q - 1 : Q);
-        if (beta)
-            ecn_x3::lin_x3_k<true><<<gr, ecn_x3::THREADS, ecn_x3::SMEM>>>(b);
+        if (g_wn == 2)
+            x3_go<2>(b, part ? Q - 1 : Q, beta);
         else
-            ecn_x3::lin_x3_k<false><<<gr, ecn_x3::THREADS, ecn_x3::SMEM>>>(b);
+            x3_go<4>(b, part ? Q - 1 : Q, beta);
     }
 }
 
@@ -240,15 +248,23 @@ int main(int argc, char **argv)
     report("tf32", t, Y, R);
     t = T([&] { layer(htf, W, X, Y, 1); });
     report("tf32 beta 1 (time only)", t, Y, R);
-    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::SMEM));
-    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::SMEM));
-    CK(cudaMemset(Y, 0xff, N * 4)); /* NaN poison: unwritten outputs show */
-    layer_x3(W, X, Y, false);
-    CK(cudaDeviceSynchronize());
-    report("x3 kernel (poisoned first run)", 0, Y, R);
-    t = T([&] { layer_x3(W, X, Y, false); });
-    CK(cudaGetLastError());
-    report("x3 kernel fwd", t, Y, R);
+    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(4)));
+    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(4)));
+    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(2)));
+    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(2)));
+    for (g_wn = 4; g_wn >= 2; g_wn -= 2) {
+        char nm[64];
+        CK(cudaMemset(Y, 0xff, N * 4)); /* NaN poison: unwritten outputs show */
+        layer_x3(W, X, Y, false);
+        CK(cudaDeviceSynchronize());
+        snprintf(nm, sizeof nm, "x3 WN=%d (poisoned first run)", g_wn);
+        report(nm, 0, Y, R);
+        t = T([&] { layer_x3(W, X, Y, false); });
+        CK(cudaGetLastError());
+        snprintf(nm, sizeof nm, "x3 WN=%d fwd", g_wn);
+        report(nm, t, Y, R);
+    }
+    g_wn = 4;
 
     split_tr_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xl);
     t = T([&] {
@@ -319,10 +335,12 @@ int main(int argc, char **argv)
     layer(htf, Wl, Xh, Y, 1);
     layer(htf, Wh, Xh, Y, 1);
     report("vjp 3x rn beta 1 (with split)", t, Y, R);
-    t = T([&] { layer_x3(W, X, Y, true); });
-    CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
-    layer_x3(W, X, Y, true);
-    report("vjp x3 kernel beta 1", t, Y, R);
+    for (g_wn = 4; g_wn >= 2; g_wn -= 2) {
+        t = T([&] { layer_x3(W, X, Y, true); });
+        CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
+        layer_x3(W, X, Y, true);
+        report(g_wn == 4 ? "vjp x3 WN=4 beta 1" : "vjp x3 WN=2 beta 1", t, Y, R);
+    }
     t = T([&] {
         split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl);
         layer(htf, Wh, Xl, Y, 1);
