@@ -77,9 +77,12 @@ static const bk_id BACKENDS[] = {
 static const ecenet_backend *get_backend(int i)
 {
     const bk_id *b = &BACKENDS[i];
-    /* ECENET_TEST_BACKEND=NAME runs only that backend's rows (GPU runs) */
+    /* ECENET_TEST_BACKEND=NAME runs only that backend's rows (GPU runs),
+     * NAME:LABEL (e.g. cuda:f32) only that row */
     const char *only = getenv("ECENET_TEST_BACKEND");
-    if (only && *only && strcmp(only, b->name)) {
+    char row[64];
+    snprintf(row, sizeof row, "%s:%s", b->name, b->label);
+    if (only && *only && strcmp(only, strchr(only, ':') ? row : b->name)) {
         printf("skip: backend %s %s: ECENET_TEST_BACKEND=%s\n", b->name, b->label, only);
         return NULL;
     }

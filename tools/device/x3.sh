@@ -1,21 +1,19 @@
 #!/bin/bash
-# The split-TF32 strict-fp32 GEMM (src/cuda/cuda_linear_x3.cuh) on the device:
-# split_bench (when it travelled in .cudabuild), check_backends on cuda with
-# the kernel on (CB_CASES, default "ops golden": the golden case through it;
-# the ops case tests it on and off itself), the bench rows of the previous build and of this one
-# with ECENET_FP32_GEMM=sgemm / x3 (WN 4 and 2) alternated twice, fp64 first
-# so that the fp32 rows' dE/E and dF/Fmax are errors against fp64, and a
-# memcheck of a small bench through the kernel. About 5 minutes.
+# The split-TF32 strict-fp32 GEMM (src/cuda/cuda_linear_x3.cuh) on the device,
+# most telling first (a call cut short still returns the first parts):
+# split_bench (when it travelled in .cudabuild); the bench rows of the
+# previous build and of this one with ECENET_FP32_GEMM=sgemm / x3 (WN 4 and
+# 2) alternated twice, fp64 first so that the fp32 rows' dE/E and dF/Fmax
+# are errors against fp64; check_backends on cuda (CB_ROW, default the
+# strict-fp32 row cuda:f32) with the kernel on
+# (CB_CASES, default "ops golden": the golden case through it; the ops case
+# tests it on and off itself); a memcheck of a small bench through the
+# kernel. About 5 minutes.
 #   bash tools/device/x3.sh
 source "$(dirname "$0")/env.sh"
 cd $B; [[ -x ecenet_base || ! -f base.tar.xz ]] || tar -xJf base.tar.xz
 T0=$SECONDS
 [[ -x ./split_bench ]] && { echo "== split_bench"; ./split_bench 2>&1 | tee $OUT/split_bench.txt; }
-for c in ${CB_CASES:-ops golden}; do
-  echo "== check_backends (cuda, x3 on, case $c) $((SECONDS-T0))s"
-  env ECENET_FP32_GEMM=x3 ECENET_TEST_BACKEND=cuda CK_RUN_CASE=$c timeout ${CB_LIMIT:-300} ./check_backends > $OUT/check_backends_$c.log 2>&1
-  echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends_$c.log | cut -c1-300 | tail -6
-done
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do
   for cfg in "ecenet_base" "ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_FP32_GEMM=x3" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2"; do
@@ -23,6 +21,14 @@ for rep in 1 2; do
     env "$@" timeout 90 ./$bin bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:f32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/$cfg | /"
   done
 done
+for c in ${CB_CASES:-golden ops}; do
+  echo "== check_backends (cuda, x3 on, case $c) $((SECONDS-T0))s"
+  env ECENET_FP32_GEMM=x3 ECENET_TEST_BACKEND=${CB_ROW:-cuda:f32} CK_RUN_CASE=$c timeout ${CB_LIMIT:-300} ./check_backends > $OUT/check_backends_$c.log 2>&1
+  echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends_$c.log | cut -c1-300 | tail -6
+done
+echo "== check_backends golden with sgemm, for the errors side by side $((SECONDS-T0))s"
+env ECENET_FP32_GEMM=sgemm ECENET_TEST_BACKEND=${CB_ROW:-cuda:f32} CK_RUN_CASE=golden timeout 120 ./check_backends 2>&1 | grep -v "^skip" | tee $OUT/check_backends_golden_sgemm.log | tail -7
+grep -v "^skip" $OUT/check_backends_golden.log | tail -7
 echo "== memcheck (x3) $((SECONDS-T0))s"
 ECENET_FP32_GEMM=x3 timeout 200 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:f32+nlist --n-warmup 0 --n-time 1 > $OUT/memcheck.log 2>&1
 echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $OUT/memcheck.log | head -5
