@@ -176,7 +176,36 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
     }
     wait_groups<0>();
 
-    /* c0, c1: row g, outputs 2t, 2t + 1; c2, c3: row g + 8 */
+    /* c0, c1: row g, outputs 2t, 2t + 1; c2, c3: row g + 8. The two sums meet
+     * here; with BETA the old C values are all loaded (into the correction
+     * registers, free now) before the first store, so the loads overlap
+     * instead of each waiting behind the previous store (the compiler cannot
+     * move a load past a store to C: it may alias). Same sums, same order:
+     * (main + correction) + old. */
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                acc[i][j][r] += cor[i][j][r];
+    if (BETA) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const int64_t e = e0 + wr + 16 * i + g + 8 * hr;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int n = n0 + wc + 8 * j + 2 * t;
+                    float2 o = make_float2(0.0f, 0.0f);
+                    if (e < a.E && n < a.N)
+                        o = *reinterpret_cast<const float2 *>(C + e * a.ldc + n);
+                    cor[i][j][2 * hr] = o.x;
+                    cor[i][j][2 * hr + 1] = o.y;
+                }
+            }
+    }
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
@@ -190,15 +219,12 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
                 const int n = n0 + wc + 8 * j + 2 * t;
                 if (n >= a.N)
                     continue;
-                float2 v = make_float2(acc[i][j][2 * hr] + cor[i][j][2 * hr],
-                                       acc[i][j][2 * hr + 1] + cor[i][j][2 * hr + 1]);
-                float2 *cp = reinterpret_cast<float2 *>(crow + n);
+                float2 v = make_float2(acc[i][j][2 * hr], acc[i][j][2 * hr + 1]);
                 if (BETA) {
-                    const float2 o = *cp;
-                    v.x += o.x;
-                    v.y += o.y;
+                    v.x += cor[i][j][2 * hr];
+                    v.y += cor[i][j][2 * hr + 1];
                 }
-                *cp = v;
+                *reinterpret_cast<float2 *>(crow + n) = v;
             }
         }
 }
