@@ -20,6 +20,8 @@
 #include <cstdlib>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "bench_util.cuh"
@@ -157,24 +159,38 @@ static void layer_x3(const float *W, const float *A, float *C, bool beta)
     }
 }
 
-/* the layer's 7 products: C (=|+=) A·Bᵀ per slot, B = Q weight matrices [m][o][i] */
-static void layer(cublasHandle_t h, const float *W, const float *A, float *C, float beta)
+static cublasStatus_t gsb(cublasHandle_t h, const float *W, long long sw, const float *A,
+                          const float *beta, float *C, int bt)
 {
     const float one = 1;
-    const long long sw = (long long)F * F;
-    CK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W, F, sw, A, LD, 2LL * F,
-                                 &beta, C, LD, 2LL * F, Q));
-    CK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W + sw, F, sw, A + 3 * F,
-                                 LD, 2LL * F, &beta, C + 3 * F, LD, 2LL * F, Q - 1));
+    return cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W, F, sw, A, LD,
+                                     2LL * F, beta, C, LD, 2LL * F, bt);
 }
-static void layer_d(cublasHandle_t h, const double *W, const double *A, double *C, double beta)
+static cublasStatus_t gsb(cublasHandle_t h, const double *W, long long sw, const double *A,
+                          const double *beta, double *C, int bt)
 {
     const double one = 1;
+    return cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W, F, sw, A, LD,
+                                     2LL * F, beta, C, LD, 2LL * F, bt);
+}
+/* the layer's 7 products: C (=|+=) A·Bᵀ per slot, B = Q weight matrices [m][o][i] */
+template <typename T> static void layer(cublasHandle_t h, const T *W, const T *A, T *C, T beta)
+{
     const long long sw = (long long)F * F;
-    CK(cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W, F, sw, A, LD, 2LL * F,
-                                 &beta, C, LD, 2LL * F, Q));
-    CK(cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, W + sw, F, sw, A + 3 * F,
-                                 LD, 2LL * F, &beta, C + 3 * F, LD, 2LL * F, Q - 1));
+    CK(gsb(h, W, sw, A, &beta, C, Q));                                 /* cos, m = 0..Q-1 */
+    CK(gsb(h, W + sw, sw, A + 3 * F, &beta, C + 3 * F, Q - 1));        /* sin, m = 1..Q-1 */
+}
+
+/* C (=|+=) Σ_p A_p·W_pᵀ as one cuBLAS pass per (W_p, A_p): the first with
+ * beta b0, the rest accumulating */
+typedef std::pair<const float *, const float *> WA;
+static void passes(cublasHandle_t h, std::initializer_list<WA> wa, float *C, float b0 = 0)
+{
+    float beta = b0;
+    for (const WA &p : wa) {
+        layer<float>(h, p.first, p.second, C, beta);
+        beta = 1;
+    }
 }
 
 int main(int argc, char **argv)
@@ -222,14 +238,14 @@ int main(int argc, char **argv)
     for (int mode = 1; mode <= 2; mode++) {
         widen_k<<<1024, 256>>>(N, mode, X, Xd);
         widen_k<<<1024, 256>>>(NW, mode, W, Wd);
-        layer_d(h64, Wd, Xd, R, 0);
-        layer(htf, W, X, Y, 0);
+        layer<double>(h64, Wd, Xd, R, 0);
+        layer<float>(htf, W, X, Y, 0);
         CK(cudaDeviceSynchronize());
         report(mode == 1 ? "tf32 vs DGEMM(trunc X, trunc W)" : "tf32 vs DGEMM(rn X, rn W)", 0, Y, R);
     }
     widen_k<<<1024, 256>>>(N, 0, X, Xd);
     widen_k<<<1024, 256>>>(NW, 0, W, Wd);
-    layer_d(h64, Wd, Xd, R, 0);
+    layer<double>(h64, Wd, Xd, R, 0);
     CK(cudaDeviceSynchronize());
 
     auto T = [&](auto fn) { return time_median(fn, flush, fb, 3, 20); };
@@ -242,11 +258,11 @@ int main(int argc, char **argv)
     t = T([&] { CK(cudaMemcpyAsync(Xl, X, N * 4, cudaMemcpyDeviceToDevice)); });
     printf("%-34s %8.3f ms  (%.0f GB/s)\n", "device copy of X", t, 2.0 * N * 4 / t / 1e6);
 
-    t = T([&] { layer(h32, W, X, Y, 0); });
+    t = T([&] { layer<float>(h32, W, X, Y, 0); });
     report("sgemm", t, Y, R);
-    t = T([&] { layer(htf, W, X, Y, 0); });
+    t = T([&] { layer<float>(htf, W, X, Y, 0); });
     report("tf32", t, Y, R);
-    t = T([&] { layer(htf, W, X, Y, 1); });
+    t = T([&] { layer<float>(htf, W, X, Y, 1); });
     report("tf32 beta 1 (time only)", t, Y, R);
     CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(4)));
     CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(4)));
@@ -267,73 +283,40 @@ int main(int argc, char **argv)
     g_wn = 4;
 
     split_tr_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xl);
-    t = T([&] {
-        layer(htf, W, Xl, Y, 0);
-        layer(htf, Wlt, X, Y, 1);
-        layer(htf, W, X, Y, 1);
-    });
+    t = T([&] { passes(htf, {{W, Xl}, {Wlt, X}, {W, X}}, Y); });
     report("3x trunc (GEMMs only)", t, Y, R);
 
     split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl);
-    t = T([&] {
-        layer(htf, Wh, Xl, Y, 0);
-        layer(htf, Wl, Xh, Y, 1);
-        layer(htf, Wh, Xh, Y, 1);
-    });
+    const std::initializer_list<WA> x3 = {{Wh, Xl}, {Wl, Xh}, {Wh, Xh}};
+    t = T([&] { passes(htf, x3, Y); });
     report("3x rn (GEMMs only)", t, Y, R);
-    t = T([&] {
-        layer(htf, Wh, Xh, Y, 0);
-        layer(htf, Wh, Xl, Y, 1);
-        layer(htf, Wl, Xh, Y, 1);
-    });
+    t = T([&] { passes(htf, {{Wh, Xh}, {Wh, Xl}, {Wl, Xh}}, Y); });
     report("3x rn, main first", t, Y, R);
-    t = T([&] {
-        layer(htf, Wl, Xl, Y, 0);
-        layer(htf, Wh, Xl, Y, 1);
-        layer(htf, Wl, Xh, Y, 1);
-        layer(htf, Wh, Xh, Y, 1);
-    });
+    t = T([&] { passes(htf, {{Wl, Xl}, {Wh, Xl}, {Wl, Xh}, {Wh, Xh}}, Y); });
     report("4x rn", t, Y, R);
     t = T([&] {
         split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl);
-        layer(htf, Wh, Xl, Y, 0);
-        layer(htf, Wl, Xh, Y, 1);
-        layer(htf, Wh, Xh, Y, 1);
+        passes(htf, x3, Y);
     });
     report("3x rn with its split", t, Y, R);
     /* raw X as the main operand when cuBLAS rounds it itself */
-    t = T([&] {
-        layer(htf, Wh, Xl, Y, 0);
-        layer(htf, Wl, Xh, Y, 1);
-        layer(htf, W, X, Y, 1);
-    });
+    t = T([&] { passes(htf, {{Wh, Xl}, {Wl, Xh}, {W, X}}, Y); });
     report("3x rn, raw X/W in the main GEMM", t, Y, R);
 
     /* VJP: Xb = Xb0 + Yb·W (here Yb := X, Xb0 := Y0), beta 1 */
     widen_k<<<1024, 256>>>(N, 0, Y0, R);
-    {
-        const double one = 1;
-        const long long sw = (long long)F * F;
-        CK(cublasDgemmStridedBatched(h64, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, Wd, F, sw, Xd, LD,
-                                     2LL * F, &one, R, LD, 2LL * F, Q));
-        CK(cublasDgemmStridedBatched(h64, CUBLAS_OP_T, CUBLAS_OP_N, F, E, F, &one, Wd + sw, F, sw,
-                                     Xd + 3 * F, LD, 2LL * F, &one, R + 3 * F, LD, 2LL * F, Q - 1));
-    }
+    layer<double>(h64, Wd, Xd, R, 1);
     CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
-    t = T([&] { layer(h32, W, X, Y, 1); });
+    t = T([&] { layer<float>(h32, W, X, Y, 1); });
     CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
-    layer(h32, W, X, Y, 1);
+    layer<float>(h32, W, X, Y, 1);
     report("vjp sgemm beta 1", t, Y, R);
     t = T([&] {
         split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl);
-        layer(htf, Wh, Xl, Y, 1);
-        layer(htf, Wl, Xh, Y, 1);
-        layer(htf, Wh, Xh, Y, 1);
+        passes(htf, x3, Y, 1);
     });
     CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
-    layer(htf, Wh, Xl, Y, 1);
-    layer(htf, Wl, Xh, Y, 1);
-    layer(htf, Wh, Xh, Y, 1);
+    passes(htf, x3, Y, 1);
     report("vjp 3x rn beta 1 (with split)", t, Y, R);
     for (g_wn = 4; g_wn >= 2; g_wn -= 2) {
         t = T([&] { layer_x3(W, X, Y, true); });
@@ -341,13 +324,6 @@ int main(int argc, char **argv)
         layer_x3(W, X, Y, true);
         report(g_wn == 4 ? "vjp x3 WN=4 beta 1" : "vjp x3 WN=2 beta 1", t, Y, R);
     }
-    t = T([&] {
-        split_rn_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xh, (float4 *)Xl);
-        layer(htf, Wh, Xl, Y, 1);
-        layer(htf, Wl, Xh, Y, 1);
-        layer(htf, Wh, Xh, Y, 1);
-    });
-    printf("%-34s %8.3f ms\n", "vjp 3x rn beta 1 (repeat)", t);
     CK(cudaDeviceSynchronize());
     return 0;
 }
