@@ -73,17 +73,30 @@ static int x3_wn()
     return wn;
 }
 
-template <int WN>
+/* ECENET_X3_ACC=rn: the main products' partial sums added in fp32 at every k step
+ * (cuda_linear_x3.cuh, RNACC), read once; default the tensor-core accumulation */
+static bool x3_rnacc()
+{
+    static std::once_flag once;
+    static bool rn;
+    std::call_once(once, [] {
+        const char *v = getenv("ECENET_X3_ACC");
+        rn = v && !strcmp(v, "rn");
+    });
+    return rn;
+}
+
+template <int WN, bool RN>
 static void x3_launch(const ecn_x3::Args &a, int batch, bool beta)
 {
     const dim3 grid = ecn_x3::lin_x3_grid(a, batch, WN);
     const size_t sm = ecn_x3::smem(WN);
     if (beta) {
-        smem_allow(ecn_x3::lin_x3_k<WN, true>, sm);
-        ecn_x3::lin_x3_k<WN, true><<<grid, ecn_x3::threads(WN), sm>>>(a);
+        smem_allow(ecn_x3::lin_x3_k<WN, true, RN>, sm);
+        ecn_x3::lin_x3_k<WN, true, RN><<<grid, ecn_x3::threads(WN), sm>>>(a);
     } else {
-        smem_allow(ecn_x3::lin_x3_k<WN, false>, sm);
-        ecn_x3::lin_x3_k<WN, false><<<grid, ecn_x3::threads(WN), sm>>>(a);
+        smem_allow(ecn_x3::lin_x3_k<WN, false, RN>, sm);
+        ecn_x3::lin_x3_k<WN, false, RN><<<grid, ecn_x3::threads(WN), sm>>>(a);
     }
     CU_LAUNCHED();
 }
@@ -112,10 +125,11 @@ static bool gemm_x3(int N, int64_t E, int K, const float *B, int ldb, long long 
     if (!ecn_x3::lin_x3_ok(a) || (int64_t)((N + ecn_x3::bn(wn) - 1) / ecn_x3::bn(wn)) *
                                          ((E + ecn_x3::BM - 1) / ecn_x3::BM) > INT_MAX)
         return false;
-    if (wn == 2)
-        x3_launch<2>(a, batch, beta != 0.0f);
+    const bool b1 = beta != 0.0f;
+    if (x3_rnacc())
+        wn == 2 ? x3_launch<2, true>(a, batch, b1) : x3_launch<4, true>(a, batch, b1);
     else
-        x3_launch<4>(a, batch, beta != 0.0f);
+        wn == 2 ? x3_launch<2, false>(a, batch, b1) : x3_launch<4, false>(a, batch, b1);
     x3_runs++;
     return true;
 }

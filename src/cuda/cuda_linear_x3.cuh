@@ -7,7 +7,12 @@
  * the dropped l_a·l_b is ≤ 2⁻²²|a·b|. The main products and the two small
  * ones accumulate in separate registers (the tensor cores' fp32
  * accumulation truncates; adding the small terms into the main sum would
- * triple those truncations) and meet once, in fp32, at the end.
+ * triple those truncations) and meet once, in fp32, at the end. RNACC:
+ * the main products' MMAs start from zero at every k step and each 8-term
+ * sum is added to the main accumulator by an fp32 (round-to-nearest) add,
+ * so the tensor cores' truncation acts on 8-product partial sums instead
+ * of the running total (Ootomo & Yokota's remedy; opt-in, ECENET_X3_ACC=rn,
+ * not yet measured).
  * Measured on one layer's products (tools/device/split_bench.cu): rel L2
  * vs DGEMM within a small factor of cuBLAS SGEMM's, for one pass over A
  * instead of the three that three cuBLAS TF32 calls make.
@@ -83,7 +88,7 @@ template <int N> __device__ __forceinline__ void wait_groups()
 /* float offset of row r's 16-byte chunk c in a stage tile */
 __device__ __forceinline__ int swz(int r, int c) { return r * BK + 4 * (c ^ (4 * (r & 1))); }
 
-template <int WN, bool BETA>
+template <int WN, bool BETA, bool RNACC = false>
 __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
 {
     constexpr int BN = bn(WN), TH = threads(WN), RP = TH / 8; /* rows per load pass */
@@ -168,7 +173,15 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
                     for (int j = 0; j < 4; j++) {
                         mma(cor[i][j], al, bh[j][0], bh[j][1]);
                         mma(cor[i][j], ah, bl[j][0], bl[j][1]);
-                        mma(acc[i][j], ah, bh[j][0], bh[j][1]);
+                        if (RNACC) { /* the main product's 8-term MMA sum, then an fp32 add */
+                            float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                            mma(p, ah, bh[j][0], bh[j][1]);
+#pragma unroll
+                            for (int r = 0; r < 4; r++)
+                                acc[i][j][r] += p[r];
+                        } else {
+                            mma(acc[i][j], ah, bh[j][0], bh[j][1]);
+                        }
                     }
                 }
             }

@@ -135,13 +135,18 @@ static void report(const char *name, float ms, const float *y, const double *ref
 
 /* the same 7 products through the fused split-TF32 kernel (cuda_linear_x3.cuh) */
 static int g_wn = 4;
-template <int WN> static void x3_go(const ecn_x3::Args &b, int bt, bool beta)
+static bool g_rn = false; /* RNACC */
+template <int WN, bool RN> static void x3_go(const ecn_x3::Args &b, int bt, bool beta)
 {
     const dim3 gr = ecn_x3::lin_x3_grid(b, bt, WN);
-    if (beta)
-        ecn_x3::lin_x3_k<WN, true><<<gr, ecn_x3::threads(WN), ecn_x3::smem(WN)>>>(b);
-    else
-        ecn_x3::lin_x3_k<WN, false><<<gr, ecn_x3::threads(WN), ecn_x3::smem(WN)>>>(b);
+    const size_t sm = ecn_x3::smem(WN);
+    if (beta) {
+        CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<WN, true, RN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        ecn_x3::lin_x3_k<WN, true, RN><<<gr, ecn_x3::threads(WN), sm>>>(b);
+    } else {
+        CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<WN, false, RN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        ecn_x3::lin_x3_k<WN, false, RN><<<gr, ecn_x3::threads(WN), sm>>>(b);
+    }
 }
 static void layer_x3(const float *W, const float *A, float *C, bool beta)
 {
@@ -152,10 +157,11 @@ static void layer_x3(const float *W, const float *A, float *C, bool beta)
     for (int part = 0; part < 2; part++) {
         ecn_x3::Args b = a;
         if (part) { b.A += 3 * F; b.B += (int64_t)F * F; b.C += 3 * F; }
-        if (g_wn == 2)
-            x3_go<2>(b, part ? Q - 1 : Q, beta);
+        const int bt = part ? Q - 1 : Q;
+        if (g_rn)
+            g_wn == 2 ? x3_go<2, true>(b, bt, beta) : x3_go<4, true>(b, bt, beta);
         else
-            x3_go<4>(b, part ? Q - 1 : Q, beta);
+            g_wn == 2 ? x3_go<2, false>(b, bt, beta) : x3_go<4, false>(b, bt, beta);
     }
 }
 
@@ -264,23 +270,23 @@ int main(int argc, char **argv)
     report("tf32", t, Y, R);
     t = T([&] { layer<float>(htf, W, X, Y, 1); });
     report("tf32 beta 1 (time only)", t, Y, R);
-    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(4)));
-    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(4)));
-    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(2)));
-    CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ecn_x3::smem(2)));
-    for (g_wn = 4; g_wn >= 2; g_wn -= 2) {
+    const int vars[3][2] = {{4, 0}, {2, 0}, {2, 1}}; /* WN, RNACC */
+    for (const auto &v : vars) {
+        g_wn = v[0];
+        g_rn = v[1];
         char nm[64];
         CK(cudaMemset(Y, 0xff, N * 4)); /* NaN poison: unwritten outputs show */
         layer_x3(W, X, Y, false);
         CK(cudaDeviceSynchronize());
-        snprintf(nm, sizeof nm, "x3 WN=%d (poisoned first run)", g_wn);
+        snprintf(nm, sizeof nm, "x3 WN=%d%s (poisoned first run)", g_wn, g_rn ? " rn" : "");
         report(nm, 0, Y, R);
         t = T([&] { layer_x3(W, X, Y, false); });
         CK(cudaGetLastError());
-        snprintf(nm, sizeof nm, "x3 WN=%d fwd", g_wn);
+        snprintf(nm, sizeof nm, "x3 WN=%d%s fwd", g_wn, g_rn ? " rn" : "");
         report(nm, t, Y, R);
     }
     g_wn = 4;
+    g_rn = false;
 
     split_tr_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xl);
     t = T([&] { passes(htf, {{W, Xl}, {Wlt, X}, {W, X}}, Y); });
@@ -318,11 +324,15 @@ int main(int argc, char **argv)
     CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
     passes(htf, x3, Y, 1);
     report("vjp 3x rn beta 1 (with split)", t, Y, R);
-    for (g_wn = 4; g_wn >= 2; g_wn -= 2) {
+    for (const auto &v : vars) {
+        g_wn = v[0];
+        g_rn = v[1];
         t = T([&] { layer_x3(W, X, Y, true); });
         CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
         layer_x3(W, X, Y, true);
-        report(g_wn == 4 ? "vjp x3 WN=4 beta 1" : "vjp x3 WN=2 beta 1", t, Y, R);
+        char nm[64];
+        snprintf(nm, sizeof nm, "vjp x3 WN=%d%s beta 1", g_wn, g_rn ? " rn" : "");
+        report(nm, t, Y, R);
     }
     CK(cudaDeviceSynchronize());
     return 0;

@@ -2,11 +2,11 @@
 # The split-TF32 strict-fp32 GEMM (src/cuda/cuda_linear_x3.cuh) on the device,
 # most telling first (a call cut short still returns the first parts):
 # split_bench (when it travelled in .cudabuild); the bench rows of the
-# previous build and of this one with ECENET_FP32_GEMM=sgemm / x3 (WN 4 and
-# 2) alternated twice, fp64 first so that the fp32 rows' dE/E and dF/Fmax
+# previous build and of this one with ECENET_FP32_GEMM=sgemm / x3 (WN 2,
+# with the tensor-core accumulation and with ECENET_X3_ACC=rn) alternated twice, fp64 first so that the fp32 rows' dE/E and dF/Fmax
 # are errors against fp64; check_backends on cuda (CB_ROW, default the
 # strict-fp32 row cuda:f32) with the kernel on
-# (CB_CASES, default "ops golden": the golden case through it; the ops case
+# (CB_CASES, default "golden ops": the golden case through it; the ops case
 # tests it on and off itself); a memcheck of a small bench through the
 # kernel. About 5 minutes.
 #   bash tools/device/x3.sh
@@ -16,7 +16,7 @@ T0=$SECONDS
 [[ -x ./split_bench ]] && { echo "== split_bench"; ./split_bench 2>&1 | tee $OUT/split_bench.txt; }
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do
-  for cfg in "ecenet_base" "ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_FP32_GEMM=x3" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2"; do
+  for cfg in "ecenet_base" "ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2 ECENET_X3_ACC=rn"; do
     set -- $cfg; bin=$1; shift
     env "$@" timeout 90 ./$bin bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:f32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/$cfg | /"
   done
