@@ -32,7 +32,9 @@
  * Requirements (checked by lin_x3_ok): K % 4 == 0, lda, sA, sB multiples of
  * 4 and A, B 16-byte aligned (cp.async), N, ldc, sC even and C 8-byte
  * aligned (float2 stores). Deterministic: each output is written by one
- * thread, sums in a fixed order. */
+ * thread, sums in a fixed order. A non-finite input gives NaN (inf − inf
+ * in its split) where SGEMM may give ±inf: either way not a number a step
+ * can use. */
 #ifndef ECN_CUDA_LINEAR_X3_CUH
 #define ECN_CUDA_LINEAR_X3_CUH
 
@@ -246,7 +248,7 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
 static inline bool lin_x3_ok(const Args &a)
 {
     const uintptr_t pa = (uintptr_t)a.A, pb = (uintptr_t)a.B, pc = (uintptr_t)a.C;
-    return a.K % 4 == 0 && a.lda % 4 == 0 && a.sA % 4 == 0 && a.sB % 4 == 0 && pa % 16 == 0 &&
+    return a.K % 4 == 0 && a.lda >= a.K && a.ldc >= a.N && a.lda % 4 == 0 && a.sA % 4 == 0 && a.sB % 4 == 0 && pa % 16 == 0 &&
            pb % 16 == 0 && a.N % 2 == 0 && a.ldc % 2 == 0 && a.sC % 2 == 0 && pc % 8 == 0 &&
            a.K > 0 && a.N > 0;
 }

@@ -21,6 +21,8 @@ nvcc -O2 -arch=sm_90 -o $P/gemm_bench $R/tools/device/gemm_bench.cu -lcublas \
   -Xlinker -rpath,/usr/local/cuda/lib64 || echo "gemm_bench not built (optional)"
 nvcc -O2 -arch=sm_90 -std=c++17 -o $P/split_bench $R/tools/device/split_bench.cu -lcublas \
   -Xlinker -rpath,/usr/local/cuda/lib64 || echo "split_bench not built (optional)"
+nvcc -O2 -arch=sm_90 -std=c++17 -o $P/x3_check $R/tools/device/x3_check.cu \
+  -Xlinker -rpath,/usr/local/cuda/lib64 || echo "x3_check not built (optional)"
 nvcc -O2 -arch=sm_90 -std=c++17 -o $P/lt_bench $R/tools/device/lt_bench.cu -lcublasLt -lcublas \
   -Xlinker -rpath,/usr/local/cuda/lib64 || echo "lt_bench not built (optional)"
 cp $O/ecenet $O/tests/check_options $O/tests/check_cuda $O/tests/check_backends $P/

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The split-TF32 strict-fp32 GEMM (src/cuda/cuda_linear_x3.cuh) on the device,
 # most telling first (a call cut short still returns the first parts):
+# x3_check (every kernel variant on awkward shapes against a host sum);
 # split_bench (when it travelled in .cudabuild); the bench rows of the
 # previous build and of this one with ECENET_FP32_GEMM=sgemm / x3 (WN 2,
 # with the tensor-core accumulation and with ECENET_X3_ACC=rn) alternated twice, fp64 first so that the fp32 rows' dE/E and dF/Fmax
@@ -13,6 +14,7 @@
 source "$(dirname "$0")/env.sh"
 cd $B; [[ -x ecenet_base || ! -f base.tar.xz ]] || tar -xJf base.tar.xz
 T0=$SECONDS
+[[ -x ./x3_check ]] && { echo "== x3_check"; ./x3_check 2>&1 | tee $OUT/x3_check.txt | grep -E "FAIL|refused|launch|x3_check:"; }
 [[ -x ./split_bench ]] && { echo "== split_bench"; ./split_bench 2>&1 | tee $OUT/split_bench.txt; }
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do
