@@ -110,18 +110,7 @@ static bool gemm_x3(int N, int64_t E, int K, const float *B, int ldb, long long 
     if (s.tf32 || !x3_mode() || ldb != K || (beta != 0.0f && beta != 1.0f) || s.cc_major < 8 ||
         s.smem_optin < ecn_x3::smem(wn) || batch > 65535)
         return false;
-    ecn_x3::Args a;
-    a.A = A;
-    a.B = B;
-    a.C = C;
-    a.lda = lda;
-    a.ldc = ldc;
-    a.sA = sA;
-    a.sB = sB;
-    a.sC = sC;
-    a.E = E;
-    a.K = K;
-    a.N = N;
+    const ecn_x3::Args a = ecn_x3::make_args(E, N, K, A, lda, sA, B, sB, C, ldc, sC);
     if (!ecn_x3::lin_x3_ok(a) || (int64_t)((N + ecn_x3::bn(wn) - 1) / ecn_x3::bn(wn)) *
                                          ((E + ecn_x3::BM - 1) / ecn_x3::BM) > INT_MAX)
         return false;

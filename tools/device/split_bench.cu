@@ -150,9 +150,7 @@ template <int WN, bool RN> static void x3_go(const ecn_x3::Args &b, int bt, bool
 }
 static void layer_x3(const float *W, const float *A, float *C, bool beta)
 {
-    ecn_x3::Args a;
-    a.A = A; a.B = W; a.C = C; a.lda = LD; a.ldc = LD; a.sA = 2LL * F; a.sB = (int64_t)F * F;
-    a.sC = 2LL * F; a.E = E; a.K = F; a.N = F;
+    const ecn_x3::Args a = ecn_x3::make_args(E, F, F, A, LD, 2LL * F, W, (int64_t)F * F, C, LD, 2LL * F);
     if (!ecn_x3::lin_x3_ok(a)) { printf("x3: operands not supported\n"); exit(1); }
     for (int part = 0; part < 2; part++) {
         ecn_x3::Args b = a;

@@ -33,18 +33,7 @@ template <int WN, bool BETA, bool RN> static void check(int E, int N, int K, int
         exit(1);
     }
     cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice);
-    Args a;
-    a.A = d;
-    a.B = d + na;
-    a.C = d + na + nbb;
-    a.lda = lda;
-    a.ldc = ldc;
-    a.sA = sA;
-    a.sB = sB;
-    a.sC = sC;
-    a.E = E;
-    a.K = K;
-    a.N = N;
+    const Args a = make_args(E, N, K, d, lda, sA, d + na, sB, d + na + nbb, ldc, sC);
     if (!lin_x3_ok(a)) {
         printf("WN%d beta%d rn%d E%d N%d K%d: operands refused by lin_x3_ok\n", WN, BETA, RN, E, N, K);
         g_fail = 1;
