@@ -44,47 +44,30 @@ namespace ecn_cu {
 
 /* ---- the linears' GEMM: cuBLAS, or split TF32 for strict fp32 -------------------------------------- */
 
-/* strict-fp32 GEMM engine: 0 cuBLAS SGEMM, 1 the split-TF32 kernel
- * (cuda_linear_x3.cuh) where it applies. Env ECENET_FP32_GEMM=sgemm|x3,
- * read once; default ECN_CUDA_FP32_GEMM_DEFAULT. */
-#define ECN_X3_WN_DEFAULT 4
-static int x3_mode_v;
-static std::once_flag x3_once;
+/* The split-TF32 kernel's settings, from the environment, read once:
+ * ECENET_FP32_GEMM=sgemm|x3 (mode: 0 cuBLAS SGEMM, 1 the kernel where it
+ * applies; default ECN_CUDA_FP32_GEMM_DEFAULT; ecn_cuda_set_fp32_gemm
+ * changes it), ECENET_X3_WN=2|4 (output tile 32·WN, default 4) and
+ * ECENET_X3_ACC=rn (RNACC: the main sums added in fp32 at every k step). */
+struct X3Cfg {
+    int mode, wn;
+    bool rn;
+};
+static X3Cfg &x3_cfg()
+{
+    static X3Cfg c;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const char *m = getenv("ECENET_FP32_GEMM"), *w = getenv("ECENET_X3_WN"),
+                   *r = getenv("ECENET_X3_ACC");
+        c.mode = m && !strcmp(m, "sgemm") ? 0 : m && !strcmp(m, "x3") ? 1
+                                                : ECN_CUDA_FP32_GEMM_DEFAULT;
+        c.wn = w && !strcmp(w, "2") ? 2 : 4;
+        c.rn = r && !strcmp(r, "rn");
+    });
+    return c;
+}
 static std::atomic<unsigned long long> x3_runs;
-static int &x3_mode()
-{
-    std::call_once(x3_once, [] {
-        const char *v = getenv("ECENET_FP32_GEMM");
-        x3_mode_v = v && !strcmp(v, "sgemm") ? 0 : v && !strcmp(v, "x3") ? 1
-                                                     : ECN_CUDA_FP32_GEMM_DEFAULT;
-    });
-    return x3_mode_v;
-}
-
-/* the kernel's output tile width 32·WN (cuda_linear_x3.cuh): env ECENET_X3_WN=2|4, read once */
-static int x3_wn()
-{
-    static std::once_flag once;
-    static int wn;
-    std::call_once(once, [] {
-        const char *v = getenv("ECENET_X3_WN");
-        wn = v && !strcmp(v, "2") ? 2 : v && !strcmp(v, "4") ? 4 : ECN_X3_WN_DEFAULT;
-    });
-    return wn;
-}
-
-/* ECENET_X3_ACC=rn: the main products' partial sums added in fp32 at every k step
- * (cuda_linear_x3.cuh, RNACC), read once; default the tensor-core accumulation */
-static bool x3_rnacc()
-{
-    static std::once_flag once;
-    static bool rn;
-    std::call_once(once, [] {
-        const char *v = getenv("ECENET_X3_ACC");
-        rn = v && !strcmp(v, "rn");
-    });
-    return rn;
-}
 
 template <int WN, bool RN>
 static void x3_launch(const ecn_x3::Args &a, int batch, bool beta)
@@ -101,47 +84,47 @@ static void x3_launch(const ecn_x3::Args &a, int batch, bool beta)
     CU_LAUNCHED();
 }
 
-static bool gemm_x3(int N, int64_t E, int K, const float *B, int ldb, long long sB,
-                    const float *A, int lda, long long sA, float beta, float *C, int ldc,
-                    long long sC, int batch)
+static bool gemm_x3(cublasOperation_t tb, int N, int64_t E, int K, const float *B, int ldb,
+                    long long sB, const float *A, int lda, long long sA, float beta, float *C,
+                    int ldc, long long sC, int batch)
 {
     State &s = state();
-    const int wn = x3_wn();
-    if (s.tf32 || !x3_mode() || ldb != K || (beta != 0.0f && beta != 1.0f) || s.cc_major < 8 ||
-        s.smem_optin < ecn_x3::smem(wn) || batch > 65535)
+    const X3Cfg &x = x3_cfg();
+    if (s.tf32 || !x.mode || tb != CUBLAS_OP_T || ldb != K || (beta != 0.0f && beta != 1.0f) ||
+        s.cc_major < 8 || s.smem_optin < ecn_x3::smem(x.wn) || batch > 65535)
         return false;
     const ecn_x3::Args a = ecn_x3::make_args(E, N, K, A, lda, sA, B, sB, C, ldc, sC);
-    if (!ecn_x3::lin_x3_ok(a) || (int64_t)((N + ecn_x3::bn(wn) - 1) / ecn_x3::bn(wn)) *
-                                         ((E + ecn_x3::BM - 1) / ecn_x3::BM) > INT_MAX)
+    if (!ecn_x3::lin_x3_ok(a) || ecn_x3::lin_x3_tiles(a, x.wn) > INT_MAX)
         return false;
     const bool b1 = beta != 0.0f;
-    if (x3_rnacc())
-        wn == 2 ? x3_launch<2, true>(a, batch, b1) : x3_launch<4, true>(a, batch, b1);
+    if (x.rn)
+        x.wn == 2 ? x3_launch<2, true>(a, batch, b1) : x3_launch<4, true>(a, batch, b1);
     else
-        wn == 2 ? x3_launch<2, false>(a, batch, b1) : x3_launch<4, false>(a, batch, b1);
+        x.wn == 2 ? x3_launch<2, false>(a, batch, b1) : x3_launch<4, false>(a, batch, b1);
     x3_runs++;
     return true;
 }
-static bool gemm_x3(int, int64_t, int, const double *, int, long long, const double *, int,
-                    long long, double, double *, int, long long, int)
+static bool gemm_x3(cublasOperation_t, int, int64_t, int, const double *, int, long long,
+                    const double *, int, long long, double, double *, int, long long, int)
 {
     return false; /* fp64: cuBLAS DGEMM */
 }
 
 template <typename T>
-void gemm_t(int N, int64_t E, int K, const T *B, int ldb, long long sB, const T *A, int lda,
-            long long sA, T beta, T *C, int ldc, long long sC, int batch)
+void gemm_lin(cublasOperation_t tb, int N, int64_t E, int K, const T *B, int ldb, long long sB,
+              const T *A, int lda, long long sA, T beta, T *C, int ldc, long long sC, int batch)
 {
     if (E <= 0 || batch <= 0)
         return;
-    if (!gemm_x3(N, E, K, B, ldb, sB, A, lda, sA, beta, C, ldc, sC, batch))
-        gemm_sb(blas(1), CUBLAS_OP_T, CUBLAS_OP_N, N, (int)E, K, (T)1, B, ldb, sB, A, lda, sA,
-                beta, C, ldc, sC, batch);
+    if (!gemm_x3(tb, N, E, K, B, ldb, sB, A, lda, sA, beta, C, ldc, sC, batch))
+        gemm_sb(blas(1), tb, CUBLAS_OP_N, N, (int)E, K, (T)1, B, ldb, sB, A, lda, sA, beta, C,
+                ldc, sC, batch);
 }
-template void gemm_t<float>(int, int64_t, int, const float *, int, long long, const float *, int,
-                            long long, float, float *, int, long long, int);
-template void gemm_t<double>(int, int64_t, int, const double *, int, long long, const double *,
-                             int, long long, double, double *, int, long long, int);
+template void gemm_lin<float>(cublasOperation_t, int, int64_t, int, const float *, int, long long,
+                              const float *, int, long long, float, float *, int, long long, int);
+template void gemm_lin<double>(cublasOperation_t, int, int64_t, int, const double *, int,
+                               long long, const double *, int, long long, double, double *, int,
+                               long long, int);
 
 /* ---- equivariant linear --------------------------------------------------------------------------- */
 
@@ -302,12 +285,12 @@ static void linear_fwd_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
      * only (cuda_linear_frame.cu); cos m = 0 has no zeros and stays here */
     const bool packed = lin_frame_fwd<T>(E, p, X, Y);
     /* cos slices, m = 0..Q-1 (m = 0 only after the packed path) */
-    gemm_t<T>(fout, E, fin, w, fin, sw, X, 2 * Q * fin, 2LL * fin, (T)0, Y, 2 * Q * fout,
+    gemm_lin<T>(CUBLAS_OP_T, fout, E, fin, w, fin, sw, X, 2 * Q * fin, 2LL * fin, (T)0, Y, 2 * Q * fout,
               2LL * fout, packed ? 1 : Q);
     /* sin slices, m = 1..Q-1, and the sin m = 0 slot */
     if (Q > 1 && !packed)
-        gemm_t<T>(fout, E, fin, w + sw, fin, sw, X + 3 * fin, 2 * Q * fin, 2LL * fin, (T)0,
-                  Y + 3 * fout, 2 * Q * fout, 2LL * fout, Q - 1);
+        gemm_lin<T>(CUBLAS_OP_T, fout, E, fin, w + sw, fin, sw, X + 3 * fin, 2 * Q * fin,
+                    2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout, 2LL * fout, Q - 1);
     if (!layer_sin0) {
         lin_sin0_fwd_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, X, Y);
         CU_LAUNCHED();
@@ -367,21 +350,11 @@ static void linear_vjp_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
         const T *wa = p->w_t ? (const T *)p->w_t : w;
         const cublasOperation_t ta = p->w_t ? CUBLAS_OP_T : CUBLAS_OP_N;
         const int lda = p->w_t ? fout : fin;
-        if (p->w_t) { /* (the split-TF32 kernel takes this form only) */
-            gemm_t<T>(fin, E, fout, wa, lda, sw, Yb, 2 * Q * fout, 2LL * fout, (T)1, Xb,
-                      2 * Q * fin, 2LL * fin, packed ? 1 : Q);
-            if (Q > 1 && !packed)
-                gemm_t<T>(fin, E, fout, wa + sw, lda, sw, Yb + 3 * fout, 2 * Q * fout,
-                          2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin, 2LL * fin, Q - 1);
-        } else {
-            cublasHandle_t h = blas(1);
-            gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa, lda, sw, Yb, 2 * Q * fout,
-                    2LL * fout, (T)1, Xb, 2 * Q * fin, 2LL * fin, packed ? 1 : Q);
-            if (Q > 1 && !packed)
-                gemm_sb(h, ta, CUBLAS_OP_N, fin, (int)E, fout, (T)1, wa + sw, lda, sw,
-                        Yb + 3 * fout, 2 * Q * fout, 2LL * fout, (T)1, Xb + 3 * fin,
-                        2 * Q * fin, 2LL * fin, Q - 1);
-        }
+        gemm_lin<T>(ta, fin, E, fout, wa, lda, sw, Yb, 2 * Q * fout, 2LL * fout, (T)1, Xb,
+                    2 * Q * fin, 2LL * fin, packed ? 1 : Q);
+        if (Q > 1 && !packed)
+            gemm_lin<T>(ta, fin, E, fout, wa + sw, lda, sw, Yb + 3 * fout, 2 * Q * fout,
+                        2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin, 2LL * fin, Q - 1);
         if (!sin0_zero && !packed) {
             lin_sin0_vjp_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, Yb, Xb);
             CU_LAUNCHED();
@@ -1252,7 +1225,7 @@ extern "C" void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E,
 
 extern "C" int ecn_cuda_set_fp32_gemm(int mode)
 {
-    int &m = ecn_cu::x3_mode();
+    int &m = ecn_cu::x3_cfg().mode;
     const int old = m;
     m = mode ? 1 : 0;
     return old;

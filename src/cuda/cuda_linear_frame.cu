@@ -275,8 +275,8 @@ bool lin_frame_fwd(int64_t E, const ecenet_linear_params *p, const void *X_, voi
         CU_LAUNCHED();
         for (int m = 1, s = 0; m < L.Q; s += 2, m++) {
             const int Km = L.B * (L.nl - m);
-            gemm_t<T>(L.fout, n, Km, P.Wp + L.woff[m], Km, 0, P.Xc + L.off[s], L.Kc, Km, (T)0,
-                      Y + e0 * YE + 2LL * m * L.fout, (int)YE, L.fout, 2);
+            gemm_lin<T>(CUBLAS_OP_T, L.fout, n, Km, P.Wp + L.woff[m], Km, 0, P.Xc + L.off[s],
+                        L.Kc, Km, (T)0, Y + e0 * YE + 2LL * m * L.fout, (int)YE, L.fout, 2);
         }
     }
     return true;
@@ -299,8 +299,9 @@ bool lin_frame_vjp(int64_t E, const ecenet_linear_params *p, const void *Yb_, vo
         const int n = (int)(E - e0 < P.rows ? E - e0 : P.rows);
         for (int m = 1, s = 0; m < L.Q; s += 2, m++) {
             const int Km = L.B * (L.nl - m);
-            gemm_t<T>(Km, n, L.fout, P.Wpt + L.woff[m], L.fout, 0, Yb + e0 * YE + 2LL * m * L.fout,
-                      (int)YE, L.fout, (T)0, P.Xc + L.off[s], L.Kc, Km, 2);
+            gemm_lin<T>(CUBLAS_OP_T, Km, n, L.fout, P.Wpt + L.woff[m], L.fout, 0,
+                        Yb + e0 * YE + 2LL * m * L.fout, (int)YE, L.fout, (T)0, P.Xc + L.off[s],
+                        L.Kc, Km, 2);
         }
         if (v4)
             fp_unpack_add_k<T, true><<<fp_grid(n, L), 256>>>(n, L, P.Xc, Xb + e0 * XE);

@@ -268,17 +268,22 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
 static inline bool lin_x3_ok(const Args &a)
 {
     const uintptr_t pa = (uintptr_t)a.A, pb = (uintptr_t)a.B, pc = (uintptr_t)a.C;
-    return a.K % 4 == 0 && a.lda >= a.K && a.ldc >= a.N && a.lda % 4 == 0 && a.sA % 4 == 0 && a.sB % 4 == 0 && pa % 16 == 0 &&
-           pb % 16 == 0 && a.N % 2 == 0 && a.ldc % 2 == 0 && a.sC % 2 == 0 && pc % 8 == 0 &&
-           a.K > 0 && a.N > 0;
+    return a.K > 0 && a.N > 0 && a.lda >= a.K && a.ldc >= a.N && a.K % 4 == 0 &&
+           a.lda % 4 == 0 && a.sA % 4 == 0 && a.sB % 4 == 0 && pa % 16 == 0 && pb % 16 == 0 &&
+           a.N % 2 == 0 && a.ldc % 2 == 0 && a.sC % 2 == 0 && pc % 8 == 0;
+}
+
+/* blocks of one batch: row tiles × output tiles (grid x) */
+static inline int64_t lin_x3_tiles(const Args &a, int WN)
+{
+    return (a.N + bn(WN) - 1) / bn(WN) * ((a.E + BM - 1) / BM);
 }
 
 /* grid of one lin_x3_k<WN> launch over `batch` products (the caller raises
  * the kernel's shared-memory limit to smem(WN)) */
 static inline dim3 lin_x3_grid(const Args &a, int batch, int WN)
 {
-    const int64_t nt = (a.N + bn(WN) - 1) / bn(WN), et = (a.E + BM - 1) / BM;
-    return dim3((unsigned)(nt * et), (unsigned)batch);
+    return dim3((unsigned)lin_x3_tiles(a, WN), (unsigned)batch);
 }
 
 } /* namespace ecn_x3 */

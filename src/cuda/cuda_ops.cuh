@@ -4,6 +4,7 @@
 #define ECN_CUDA_OPS_CUH
 
 #include <stdint.h>
+#include <cublas_v2.h>
 #include "ecenet/ops.h"
 
 namespace ecn_cu {
@@ -15,13 +16,13 @@ template <typename T> void fill_layers(ecenet_backend &b);   /* cuda_layers.cu *
 template <typename T> void fill_readout(ecenet_backend &b);  /* cuda_readout.cu */
 template <typename T> void fill_nlist(ecenet_backend &b);    /* cuda_nlist.cu */
 
-/* cuda_layers.cu: C (=|+=) A·Bᵀ for `batch` products (row-major E×K A,
- * N×K B, E×N C; cuBLAS's op-T form: gemm_sb(T, N, N, E, K, B, ldb, sB, A,
- * lda, sA, beta, C, ldc, sC)), beta 0 or 1; strict fp32 through the
- * split-TF32 kernel where it applies (cuda_linear_x3.cuh), else cuBLAS */
+/* cuda_layers.cu: the linears' GEMMs, cuBLAS's strided-batched call with
+ * op(B) = tb, op(A) = N (gemm_sb's arguments, alpha 1): C (=|+=) A·op(B)ᵀ
+ * per batch, beta 0 or 1. Strict fp32 with tb = T (B: N×K, rows of K) runs
+ * the split-TF32 kernel where it applies (cuda_linear_x3.cuh), else cuBLAS. */
 template <typename T>
-void gemm_t(int N, int64_t E, int K, const T *B, int ldb, long long sB, const T *A, int lda,
-            long long sA, T beta, T *C, int ldc, long long sC, int batch);
+void gemm_lin(cublasOperation_t tb, int N, int64_t E, int K, const T *B, int ldb, long long sB,
+              const T *A, int lda, long long sA, T beta, T *C, int ldc, long long sC, int batch);
 
 /* cuda_layer_tc.cu: the fused layer forward on tensor cores (fp32: TF32 or
  * split TF32); false (nothing done) where it does not apply */
