@@ -9,16 +9,23 @@
 # strict-fp32 row cuda:f32) with the kernel on
 # (CB_CASES, default "golden ops": the golden case through it; the ops case
 # tests it on and off itself); a memcheck of a small bench through the
-# kernel. About 5 minutes.
+# kernel. About 5 minutes. RS=1 adds the standalone RealSpace timings with
+# the folded grid_sym kernels and a bench row with ECENET_RS_SYM=1; ROWS
+# picks the bench rows (default cuda:f64+nlist,cuda:f32+nlist).
 #   bash tools/device/x3.sh
 source "$(dirname "$0")/env.sh"
 cd $B; [[ -x ecenet_base || ! -f base.tar.xz ]] || tar -xJf base.tar.xz
 T0=$SECONDS
 [[ -x ./x3_check ]] && { echo "== x3_check"; ./x3_check 2>&1 | tee $OUT/x3_check.txt | grep -E "FAIL|refused|launch|x3_check:"; }
 [[ -x ./split_bench ]] && { echo "== split_bench"; ./split_bench 2>&1 | tee $OUT/split_bench.txt; }
+[[ -n $RS ]] && { echo "== RealSpace standalone, folded (grid_sym) rows too $((SECONDS-T0))s"
+  timeout 90 ./cuda_bench --rs-only --rs-no-sweep --rs-sin0 --rs-sym 2>&1 | tee $OUT/rs.txt | grep -E "ms|rror" | cut -c1-200; }
+CFGS=("ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2 ECENET_X3_ACC=rn")
+[[ -x ecenet_base ]] && CFGS=("ecenet_base" "${CFGS[@]}")
+[[ -n $RS ]] && CFGS+=("ecenet ECENET_RS_SYM=1")
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do
-  for cfg in "ecenet_base" "ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2 ECENET_X3_ACC=rn"; do
+  for cfg in "${CFGS[@]}"; do
     set -- $cfg; bin=$1; shift
     env "$@" timeout 90 ./$bin bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:f32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/$cfg | /"
   done
