@@ -30,7 +30,7 @@ int ecn_cuda_tf32(void);
  * the operands) wherever its shape and alignment conditions hold, cuBLAS
  * elsewhere. Default: env ECENET_FP32_GEMM=sgemm|x3, read once, else
  * ECN_CUDA_FP32_GEMM_DEFAULT. Returns the previous mode. */
-#define ECN_CUDA_FP32_GEMM_DEFAULT 0
+#define ECN_CUDA_FP32_GEMM_DEFAULT 1
 int ecn_cuda_set_fp32_gemm(int mode);
 /* how many GEMMs the split-TF32 kernel has run (tests check that the path
  * they mean to test really ran) */

@@ -4,18 +4,26 @@
  *
  * Each input x is split as h = rn_tf32(x), l = rn_tf32(x − h) (|l| ≤
  * 2⁻¹¹|x|, both exact in TF32), and a·b ≈ h_a·h_b + (l_a·h_b + h_a·l_b):
- * the dropped l_a·l_b is ≤ 2⁻²²|a·b|. The main products and the two small
- * ones accumulate in separate registers (the tensor cores' fp32
- * accumulation truncates; adding the small terms into the main sum would
- * triple those truncations) and meet once, in fp32, at the end. RNACC:
- * the main products' MMAs start from zero at every k step and each 8-term
- * sum is added to the main accumulator by an fp32 (round-to-nearest) add,
- * so the tensor cores' truncation acts on 8-product partial sums instead
- * of the running total (Ootomo & Yokota's remedy; opt-in, ECENET_X3_ACC=rn,
- * not yet measured).
- * Measured on one layer's products (tools/device/split_bench.cu): rel L2
- * vs DGEMM within a small factor of cuBLAS SGEMM's, for one pass over A
- * instead of the three that three cuBLAS TF32 calls make.
+ * the dropped l_a·l_b is ≤ 2⁻²²|a·b|. The tensor cores' fp32 accumulation
+ * truncates, so where the three products accumulate decides the error:
+ *  - X3_CHAIN (the default): the three products of a k step chain on one
+ *    zeroed partial sum p = l·h + h·l + h·h (small terms first, so they are
+ *    not truncated against the large one), and an fp32 add (round to
+ *    nearest) takes p into the accumulator: only 8-product partial sums
+ *    are truncated. Measured (tools/device/split_bench.cu, one layer's
+ *    products, H200): rel L2 vs DGEMM 1.36e-7, half cuBLAS SGEMM's 2.87e-7,
+ *    as fast as SGEMM in the forward form and 7% faster in the VJP form.
+ *  - X3_CHAIN2: p chains two k steps (half the fp32 adds; 1.5% faster,
+ *    rel L2 1.54e-7 on an H100).
+ *  - X3_TC: the main products accumulate in the tensor cores across all
+ *    of K, the small ones in a second sum, which meet at the end: 7%
+ *    faster than X3_CHAIN, but the truncation of the running total is a
+ *    bias (rel L2 6.4e-7; a bench energy 2.6e-6 from fp64 against SGEMM's
+ *    4.9e-7).
+ * (Measured and dropped: each main MMA's 8-term sum added in fp32 while
+ * the small terms keep their own sum, Ootomo & Yokota's form: X3_CHAIN's
+ * accuracy, 6% slower, 64 registers more; and p over a whole 32-wide K
+ * tile: rel L2 2.5e-7 for 2% speed.)
  *
  * Tiles: a block of 64·WN threads computes 128 rows × 32·WN outputs, 2 × WN
  * warps of 64 × 32 (WN = 4: 8 warps, one block per SM at 255 registers; WN
@@ -44,12 +52,12 @@
 namespace ecn_x3 {
 
 constexpr int BM = 128, BK = 32, NST = 3;
+enum { X3_TC = 0, X3_CHAIN = 1, X3_CHAIN2 = 2 }; /* the accumulation (above) */
 __host__ __device__ constexpr int bn(int WN) { return 32 * WN; }
 __host__ __device__ constexpr int threads(int WN) { return 64 * WN; }
 /* floats of one pipeline stage: the A tile, then the B tile */
 __host__ __device__ constexpr int stage(int WN) { return (BM + bn(WN)) * BK; }
 __host__ __device__ constexpr size_t smem(int WN) { return (size_t)NST * stage(WN) * sizeof(float); }
-
 struct Args {
     const float *A, *B;
     float *C;
@@ -107,10 +115,23 @@ template <int N> __device__ __forceinline__ void wait_groups()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+/* a warp tile's accumulators: d = 0, d += s (fp32 adds, round to nearest) */
+__device__ __forceinline__ void zero(float (&d)[4][4][4])
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        d[i / 16][i / 4 % 4][i % 4] = 0.0f;
+}
+__device__ __forceinline__ void add(float (&d)[4][4][4], const float (&s)[4][4][4])
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        d[i / 16][i / 4 % 4][i % 4] += s[i / 16][i / 4 % 4][i % 4];
+}
 /* float offset of row r's 16-byte chunk c in a stage tile */
 __device__ __forceinline__ int swz(int r, int c) { return r * BK + 4 * (c ^ (4 * (r & 1))); }
 
-template <int WN, bool BETA, bool RNACC = false>
+template <int WN, bool BETA, int ACC = X3_TC>
 __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
 {
     constexpr int BN = bn(WN), TH = threads(WN), RP = TH / 8; /* rows per load pass */
@@ -145,13 +166,8 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
     };
 
     float acc[4][4][4], cor[4][4][4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-                acc[i][j][r] = cor[i][j][r] = 0.0f;
+    zero(acc);
+    zero(cor);
 
 #pragma unroll
     for (int st = 0; st < NST - 1; st++) {
@@ -168,6 +184,8 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
         const float *As = sm + (kt % NST) * stage(WN), *Bs = As + BM * BK;
 #pragma unroll 1
         for (int h = 0; h < 2; h++) {
+            if (ACC == X3_CHAIN2) /* cor is the partial sum of this half tile */
+                zero(cor);
             float4 bv[4];
 #pragma unroll
             for (int j = 0; j < 4; j++)
@@ -193,20 +211,24 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
                         split(av[c], ah[c], al[c]);
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
-                        mma(cor[i][j], al, bh[j][0], bh[j][1]);
-                        mma(cor[i][j], ah, bl[j][0], bl[j][1]);
-                        if (RNACC) { /* the main product's 8-term MMA sum, then an fp32 add */
+                        if (ACC == X3_CHAIN) {
                             float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                            mma(p, al, bh[j][0], bh[j][1]);
+                            mma(p, ah, bl[j][0], bl[j][1]);
                             mma(p, ah, bh[j][0], bh[j][1]);
 #pragma unroll
                             for (int r = 0; r < 4; r++)
                                 acc[i][j][r] += p[r];
                         } else {
-                            mma(acc[i][j], ah, bh[j][0], bh[j][1]);
+                            mma(cor[i][j], al, bh[j][0], bh[j][1]);
+                            mma(cor[i][j], ah, bl[j][0], bl[j][1]);
+                            mma(ACC == X3_CHAIN2 ? cor[i][j] : acc[i][j], ah, bh[j][0], bh[j][1]);
                         }
                     }
                 }
             }
+            if (ACC == X3_CHAIN2)
+                add(acc, cor);
         }
     }
     wait_groups<0>();
@@ -217,13 +239,8 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
      * instead of each waiting behind the previous store (the compiler cannot
      * move a load past a store to C: it may alias). Same sums, same order:
      * (main + correction) + old. */
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-                acc[i][j][r] += cor[i][j][r];
+    if (ACC == X3_TC)
+        add(acc, cor);
     if (BETA) {
 #pragma unroll
         for (int i = 0; i < 4; i++)

@@ -133,19 +133,22 @@ static void report(const char *name, float ms, const float *y, const double *ref
     printf("%-34s %8.3f ms   rel L2 %.3e   max|err|/rms %.3e\n", name, ms, sqrt(a / b), c / rms);
 }
 
-/* the same 7 products through the fused split-TF32 kernel (cuda_linear_x3.cuh) */
-static int g_wn = 4;
-static bool g_rn = false; /* RNACC */
-template <int WN, bool RN> static void x3_go(const ecn_x3::Args &b, int bt, bool beta)
+/* the same 7 products through the fused split-TF32 kernel (cuda_linear_x3.cuh):
+ * variants {WN, accumulation, unused} */
+static const int vars[][3] = {{2, ecn_x3::X3_TC, 0}, {2, ecn_x3::X3_CHAIN, 0},
+                              {2, ecn_x3::X3_CHAIN2, 0}, {4, ecn_x3::X3_CHAIN, 0}};
+static const char *acc_name[] = {"tc", "chain", "chain2"};
+static int g_var = 0;
+template <int WN, int ACC> static void x3_go(const ecn_x3::Args &b, int bt, bool beta)
 {
     const dim3 gr = ecn_x3::lin_x3_grid(b, bt, WN);
     const size_t sm = ecn_x3::smem(WN);
     if (beta) {
-        CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<WN, true, RN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-        ecn_x3::lin_x3_k<WN, true, RN><<<gr, ecn_x3::threads(WN), sm>>>(b);
+        CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<WN, true, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        ecn_x3::lin_x3_k<WN, true, ACC><<<gr, ecn_x3::threads(WN), sm>>>(b);
     } else {
-        CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<WN, false, RN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-        ecn_x3::lin_x3_k<WN, false, RN><<<gr, ecn_x3::threads(WN), sm>>>(b);
+        CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<WN, false, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        ecn_x3::lin_x3_k<WN, false, ACC><<<gr, ecn_x3::threads(WN), sm>>>(b);
     }
 }
 static void layer_x3(const float *W, const float *A, float *C, bool beta)
@@ -156,11 +159,20 @@ static void layer_x3(const float *W, const float *A, float *C, bool beta)
         ecn_x3::Args b = a;
         if (part) { b.A += 3 * F; b.B += (int64_t)F * F; b.C += 3 * F; }
         const int bt = part ? Q - 1 : Q;
-        if (g_rn)
-            g_wn == 2 ? x3_go<2, true>(b, bt, beta) : x3_go<4, true>(b, bt, beta);
-        else
-            g_wn == 2 ? x3_go<2, false>(b, bt, beta) : x3_go<4, false>(b, bt, beta);
+        switch (g_var) {
+        case 0: x3_go<2, ecn_x3::X3_TC>(b, bt, beta); break;
+        case 1: x3_go<2, ecn_x3::X3_CHAIN>(b, bt, beta); break;
+        case 2: x3_go<2, ecn_x3::X3_CHAIN2>(b, bt, beta); break;
+        default: x3_go<4, ecn_x3::X3_CHAIN>(b, bt, beta); break;
+        }
     }
+}
+static const char *var_name()
+{
+    static char nm[48];
+    const int *v = vars[g_var];
+    snprintf(nm, sizeof nm, "WN=%d %s", v[0], acc_name[v[1]]);
+    return nm;
 }
 
 static cublasStatus_t gsb(cublasHandle_t h, const float *W, long long sw, const float *A,
@@ -268,23 +280,18 @@ int main(int argc, char **argv)
     report("tf32", t, Y, R);
     t = T([&] { layer<float>(htf, W, X, Y, 1); });
     report("tf32 beta 1 (time only)", t, Y, R);
-    const int vars[3][2] = {{4, 0}, {2, 0}, {2, 1}}; /* WN, RNACC */
-    for (const auto &v : vars) {
-        g_wn = v[0];
-        g_rn = v[1];
+    for (g_var = 0; g_var < (int)(sizeof vars / sizeof vars[0]); g_var++) {
         char nm[64];
         CK(cudaMemset(Y, 0xff, N * 4)); /* NaN poison: unwritten outputs show */
         layer_x3(W, X, Y, false);
         CK(cudaDeviceSynchronize());
-        snprintf(nm, sizeof nm, "x3 WN=%d%s (poisoned first run)", g_wn, g_rn ? " rn" : "");
+        snprintf(nm, sizeof nm, "x3 %s (poisoned first run)", var_name());
         report(nm, 0, Y, R);
         t = T([&] { layer_x3(W, X, Y, false); });
         CK(cudaGetLastError());
-        snprintf(nm, sizeof nm, "x3 WN=%d%s fwd", g_wn, g_rn ? " rn" : "");
+        snprintf(nm, sizeof nm, "x3 %s fwd", var_name());
         report(nm, t, Y, R);
     }
-    g_wn = 4;
-    g_rn = false;
 
     split_tr_k<<<4 * 132, 256>>>(n4, (const float4 *)X, (float4 *)Xl);
     t = T([&] { passes(htf, {{W, Xl}, {Wlt, X}, {W, X}}, Y); });
@@ -322,14 +329,12 @@ int main(int argc, char **argv)
     CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
     passes(htf, x3, Y, 1);
     report("vjp 3x rn beta 1 (with split)", t, Y, R);
-    for (const auto &v : vars) {
-        g_wn = v[0];
-        g_rn = v[1];
+    for (g_var = 0; g_var < (int)(sizeof vars / sizeof vars[0]); g_var++) {
         t = T([&] { layer_x3(W, X, Y, true); });
         CK(cudaMemcpy(Y, Y0, N * 4, cudaMemcpyDeviceToDevice));
         layer_x3(W, X, Y, true);
         char nm[64];
-        snprintf(nm, sizeof nm, "vjp x3 WN=%d%s beta 1", g_wn, g_rn ? " rn" : "");
+        snprintf(nm, sizeof nm, "vjp x3 %s beta 1", var_name());
         report(nm, t, Y, R);
     }
     CK(cudaDeviceSynchronize());

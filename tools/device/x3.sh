@@ -2,25 +2,28 @@
 # The split-TF32 strict-fp32 GEMM (src/cuda/cuda_linear_x3.cuh) on the device,
 # most telling first (a call cut short still returns the first parts):
 # x3_check (every kernel variant on awkward shapes against a host sum);
-# split_bench (when it travelled in .cudabuild); the bench rows of the
-# previous build and of this one with ECENET_FP32_GEMM=sgemm / x3 (WN 2,
-# with the tensor-core accumulation and with ECENET_X3_ACC=rn) alternated twice, fp64 first so that the fp32 rows' dE/E and dF/Fmax
-# are errors against fp64; check_backends on cuda (CB_ROW, default the
-# strict-fp32 row cuda:f32) with the kernel on
-# (CB_CASES, default "golden ops": the golden case through it; the ops case
-# tests it on and off itself); a memcheck of a small bench through the
-# kernel. About 5 minutes. RS=1 adds the standalone RealSpace timings with
-# the folded grid_sym kernels and a bench row with ECENET_RS_SYM=1; ROWS
-# picks the bench rows (default cuda:f64+nlist,cuda:f32+nlist).
+# split_bench (when it travelled in .cudabuild); the bench rows (ROWS,
+# default cuda:f64+nlist,cuda:f32+nlist; fp64 first so that the fp32 rows'
+# dE/E and dF/Fmax are errors against fp64) of the previous build when it
+# travelled, and of this one as built (the kernel with ECENET_X3_ACC=chain),
+# with ECENET_FP32_GEMM=sgemm, ECENET_X3_ACC=chain2 and =tc, alternated
+# twice; then check_backends (CB_ROW, default the strict-fp32 row cuda:f32;
+# CB_CASES, default "golden ops") with X3ENV set (default
+# ECENET_FP32_GEMM=x3), the golden case again with sgemm; or, with FULL=1,
+# check_cuda, check_backends and check_options on the cuda rows with the
+# build's defaults; a memcheck of a small bench (X3ENV). About 3 minutes
+# (FULL: 7). RS=1 adds the standalone RealSpace timings with the folded
+# grid_sym kernels and a bench row with ECENET_RS_SYM=1.
 #   bash tools/device/x3.sh
 source "$(dirname "$0")/env.sh"
 cd $B; [[ -x ecenet_base || ! -f base.tar.xz ]] || tar -xJf base.tar.xz
 T0=$SECONDS
+X3ENV=${X3ENV-ECENET_FP32_GEMM=x3}
 [[ -x ./x3_check ]] && { echo "== x3_check"; ./x3_check 2>&1 | tee $OUT/x3_check.txt | grep -E "FAIL|refused|launch|x3_check:"; }
 [[ -x ./split_bench ]] && { echo "== split_bench"; ./split_bench 2>&1 | tee $OUT/split_bench.txt; }
 [[ -n $RS ]] && { echo "== RealSpace standalone, folded (grid_sym) rows too $((SECONDS-T0))s"
   timeout 90 ./cuda_bench --rs-only --rs-no-sweep --rs-sin0 --rs-sym 2>&1 | tee $OUT/rs.txt | grep -E "ms|rror" | cut -c1-200; }
-CFGS=("ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2" "ecenet ECENET_FP32_GEMM=x3 ECENET_X3_WN=2 ECENET_X3_ACC=rn")
+CFGS=("ecenet" "ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_X3_ACC=chain2" "ecenet ECENET_X3_ACC=tc")
 [[ -x ecenet_base ]] && CFGS=("ecenet_base" "${CFGS[@]}")
 [[ -n $RS ]] && CFGS+=("ecenet ECENET_RS_SYM=1")
 echo "== bench, alternated $((SECONDS-T0))s"
@@ -30,15 +33,24 @@ for rep in 1 2; do
     env "$@" timeout 90 ./$bin bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:f32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/$cfg | /"
   done
 done
-for c in ${CB_CASES:-golden ops}; do
-  echo "== check_backends (cuda, x3 on, case $c) $((SECONDS-T0))s"
-  env ECENET_FP32_GEMM=x3 ECENET_TEST_BACKEND=${CB_ROW:-cuda:f32} CK_RUN_CASE=$c timeout ${CB_LIMIT:-300} ./check_backends > $OUT/check_backends_$c.log 2>&1
-  echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends_$c.log | cut -c1-300 | tail -6
-done
-echo "== check_backends golden with sgemm, for the errors side by side $((SECONDS-T0))s"
-env ECENET_FP32_GEMM=sgemm ECENET_TEST_BACKEND=${CB_ROW:-cuda:f32} CK_RUN_CASE=golden timeout 120 ./check_backends 2>&1 | grep -v "^skip" | tee $OUT/check_backends_golden_sgemm.log | tail -7
-grep -v "^skip" $OUT/check_backends_golden.log | tail -7
+if [[ -n $FULL ]]; then # the CUDA part of make check, with the build's defaults
+  echo "== check_cuda $((SECONDS-T0))s"; timeout 60 ./check_cuda > $OUT/check_cuda.log 2>&1; echo "rc=$?"; tail -1 $OUT/check_cuda.log
+  echo "== check_backends, cuda rows $((SECONDS-T0))s"
+  ECENET_TEST_BACKEND=cuda timeout 330 ./check_backends > $OUT/check_backends.log 2>&1
+  echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends.log | cut -c1-300 | tail -6
+  echo "== check_options $((SECONDS-T0))s"; ECENET_TEST_BACKEND=cuda timeout 120 ./check_options > $OUT/check_options.log 2>&1
+  echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_options.log | cut -c1-300 | tail -4
+else
+  for c in ${CB_CASES:-golden ops}; do
+    echo "== check_backends (cuda, x3 on, case $c) $((SECONDS-T0))s"
+    env $X3ENV ECENET_TEST_BACKEND=${CB_ROW:-cuda:f32} CK_RUN_CASE=$c timeout ${CB_LIMIT:-300} ./check_backends > $OUT/check_backends_$c.log 2>&1
+    echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends_$c.log | cut -c1-300 | tail -6
+  done
+  echo "== check_backends golden with sgemm, for the errors side by side $((SECONDS-T0))s"
+  env ECENET_FP32_GEMM=sgemm ECENET_TEST_BACKEND=${CB_ROW:-cuda:f32} CK_RUN_CASE=golden timeout 120 ./check_backends 2>&1 | grep -v "^skip" | tee $OUT/check_backends_golden_sgemm.log | tail -7
+  grep -v "^skip" $OUT/check_backends_golden.log | tail -7
+fi
 echo "== memcheck (x3) $((SECONDS-T0))s"
-ECENET_FP32_GEMM=x3 timeout 200 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:f32+nlist --n-warmup 0 --n-time 1 > $OUT/memcheck.log 2>&1
+env $X3ENV timeout 200 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:f32+nlist --n-warmup 0 --n-time 1 > $OUT/memcheck.log 2>&1
 echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $OUT/memcheck.log | head -5
 echo "== done $((SECONDS-T0))s"

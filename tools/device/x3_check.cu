@@ -1,5 +1,5 @@
 /* Every variant of the split-TF32 GEMM kernel (src/cuda/cuda_linear_x3.cuh:
- * WN 2 / 4, beta 0 / 1, RNACC off / on) on awkward shapes: partial row,
+ * WN 2 / 4, beta 0 / 1, every accumulation X3_*) on awkward shapes: partial row,
  * output and K tiles, padded row strides (lda > K, ldc > N) and gaps
  * between the batches, against a double-precision sum on the host. Fails
  * (exit 1) when an output is off by more than 1e-5 of Σ|terms| or when an
@@ -17,7 +17,7 @@ using namespace ecn_x3;
 
 static int g_fail = 0;
 
-template <int WN, bool BETA, bool RN> static void check(int E, int N, int K, int nb)
+template <int WN, bool BETA, int RN> static void check(int E, int N, int K, int nb)
 {
     const int64_t lda = K + 8, ldc = N + 4;
     const int64_t sA = E * lda + 4, sB = (int64_t)N * K + 4, sC = E * ldc + 2;
@@ -35,7 +35,7 @@ template <int WN, bool BETA, bool RN> static void check(int E, int N, int K, int
     cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice);
     const Args a = make_args(E, N, K, d, lda, sA, d + na, sB, d + na + nbb, ldc, sC);
     if (!lin_x3_ok(a)) {
-        printf("WN%d beta%d rn%d E%d N%d K%d: operands refused by lin_x3_ok\n", WN, BETA, RN, E, N, K);
+        printf("WN%d beta%d acc%d E%d N%d K%d: operands refused by lin_x3_ok\n", WN, BETA, RN, E, N, K);
         g_fail = 1;
         cudaFree(d);
         return;
@@ -71,7 +71,7 @@ template <int WN, bool BETA, bool RN> static void check(int E, int N, int K, int
             touched += out[b * sC + o] != hC[b * sC + o];
     }
     const bool bad = !(worst <= 1e-5) || touched;
-    printf("WN%d beta%d rn%d E%5d N%4d K%4d: worst |err|/sum|terms| %.3g, outside changed %ld%s\n",
+    printf("WN%d beta%d acc%d E%5d N%4d K%4d: worst |err|/sum|terms| %.3g, outside changed %ld%s\n",
            WN, BETA, RN, E, N, K, worst, touched, bad ? "  FAIL" : "");
     g_fail |= bad;
     cudaFree(d);
@@ -79,10 +79,12 @@ template <int WN, bool BETA, bool RN> static void check(int E, int N, int K, int
 
 template <int WN> static void all(int E, int N, int K)
 {
-    check<WN, false, false>(E, N, K, 3);
-    check<WN, true, false>(E, N, K, 3);
-    check<WN, false, true>(E, N, K, 3);
-    check<WN, true, true>(E, N, K, 3);
+    check<WN, false, X3_TC>(E, N, K, 3);
+    check<WN, true, X3_TC>(E, N, K, 3);
+    check<WN, false, X3_CHAIN>(E, N, K, 3);
+    check<WN, true, X3_CHAIN>(E, N, K, 3);
+    check<WN, false, X3_CHAIN2>(E, N, K, 3);
+    check<WN, true, X3_CHAIN2>(E, N, K, 3);
 }
 
 int main()
