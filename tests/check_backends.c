@@ -1000,7 +1000,7 @@ static void test_layers(tctx *c, setup *u)
      * weights or affine; its VJP GEMM in split TF32 only */
     /* the table flags (rs_mode): sin0_zero (the model's case: tables with
      * sin(0·θ) = 0 and a zero sin m = 0 input slot), which lets cuda skip
-     * that slot, and grid_sym, which lets cuda and omp fold the grid */
+     * that slot, and grid_sym, which lets omp fold the grid */
     if (be->layer_fwd || be->layer_vjp)
         for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2)
         for (int variant = 0; variant < 3; variant++)
@@ -1697,11 +1697,6 @@ END_TEST
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log before a failing check */
-    /* the folded RealSpace kernels of grid_sym layers, which cuda leaves off by
-     * default until they are measured on a GPU (cuda_layers.cu rs_sym): on
-     * here, so the cuda rows test them; ECENET_RS_SYM=0 in the environment
-     * tests the unfolded ones instead */
-    setenv("ECENET_RS_SYM", "1", 0);
     Suite *s = suite_create("backends");
     TCase *ops = tcase_create("ops");
     tcase_set_timeout(ops, 600);

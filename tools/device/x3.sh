@@ -12,8 +12,7 @@
 # ECENET_FP32_GEMM=x3), the golden case again with sgemm; or, with FULL=1,
 # check_cuda, check_backends and check_options on the cuda rows with the
 # build's defaults; a memcheck of a small bench (X3ENV). About 3 minutes
-# (FULL: 7). RS=1 adds the standalone RealSpace timings with the folded
-# grid_sym kernels and a bench row with ECENET_RS_SYM=1.
+# (FULL: 7).
 #   bash tools/device/x3.sh
 source "$(dirname "$0")/env.sh"
 cd $B; [[ -x ecenet_base || ! -f base.tar.xz ]] || tar -xJf base.tar.xz
@@ -21,11 +20,8 @@ T0=$SECONDS
 X3ENV=${X3ENV-ECENET_FP32_GEMM=x3}
 [[ -x ./x3_check ]] && { echo "== x3_check"; ./x3_check 2>&1 | tee $OUT/x3_check.txt | grep -E "FAIL|refused|launch|x3_check:"; }
 [[ -x ./split_bench ]] && { echo "== split_bench"; ./split_bench 2>&1 | tee $OUT/split_bench.txt; }
-[[ -n $RS ]] && { echo "== RealSpace standalone, folded (grid_sym) rows too $((SECONDS-T0))s"
-  timeout 90 ./cuda_bench --rs-only --rs-no-sweep --rs-sin0 --rs-sym 2>&1 | tee $OUT/rs.txt | grep -E "ms|rror" | cut -c1-200; }
 CFGS=("ecenet" "ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_X3_ACC=chain2" "ecenet ECENET_X3_ACC=tc")
 [[ -x ecenet_base ]] && CFGS=("ecenet_base" "${CFGS[@]}")
-[[ -n $RS ]] && CFGS+=("ecenet ECENET_RS_SYM=1")
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do
   for cfg in "${CFGS[@]}"; do
