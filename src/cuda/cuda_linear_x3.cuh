@@ -13,23 +13,23 @@
  *    are truncated. Measured (tools/device/split_bench.cu, one layer's
  *    products, H200): rel L2 vs DGEMM 1.36e-7, half cuBLAS SGEMM's 2.87e-7,
  *    as fast as SGEMM in the forward form and 7% faster in the VJP form.
- *  - X3_CHAIN2: p chains two k steps (half the fp32 adds; 1.5% faster,
+ *  - X3_CHAIN2: p chains two k steps (half the fp32 adds; 1.3-1.5% faster,
  *    rel L2 1.54e-7 on an H100).
  *  - X3_TC: the main products accumulate in the tensor cores across all
- *    of K, the small ones in a second sum, which meet at the end: 7%
+ *    of K, the small ones in a second sum, which meet at the end: 4-7%
  *    faster than X3_CHAIN, but the truncation of the running total is a
  *    bias (rel L2 6.4e-7; a bench energy 2.6e-6 from fp64 against SGEMM's
  *    4.9e-7).
  * (Measured and dropped: each main MMA's 8-term sum added in fp32 while
  * the small terms keep their own sum, Ootomo & Yokota's form: X3_CHAIN's
- * accuracy, 6% slower, 64 registers more; and p over a whole 32-wide K
- * tile: rel L2 2.5e-7 for 2% speed.)
+ * accuracy, 6-9% slower, 64 registers more; and p over a whole 32-wide K
+ * tile: rel L2 2.5e-7 for 0-3% speed.)
  *
  * Tiles: a block of 64·WN threads computes 128 rows × 32·WN outputs, 2 × WN
- * warps of 64 × 32 (WN = 4: 8 warps, one block per SM at 255 registers; WN
- * = 2: 4 warps, two blocks per SM, so one block's prologue and epilogue
- * overlap another's main loop), K in steps of 32 through a 3-stage cp.async
- * pipeline. Shared
+ * warps of 64 × 32 (WN = 2, the library's: 4 warps, two blocks per SM, so
+ * one block's prologue and epilogue overlap another's main loop; WN = 4: 8
+ * warps, one block per SM at 255 registers, 7-15% slower), K in steps of
+ * 32 through a 3-stage cp.async pipeline. Shared
  * rows are 32 floats; a row's 16-byte chunk c sits at chunk c ^ 4(r & 1),
  * so the 8 lanes of a quarter-warp (rows g, g+1; chunks t) hit 32 distinct
  * banks. Within each 16-wide half of a K step the MMA's k index is
@@ -58,6 +58,7 @@ __host__ __device__ constexpr int threads(int WN) { return 64 * WN; }
 /* floats of one pipeline stage: the A tile, then the B tile */
 __host__ __device__ constexpr int stage(int WN) { return (BM + bn(WN)) * BK; }
 __host__ __device__ constexpr size_t smem(int WN) { return (size_t)NST * stage(WN) * sizeof(float); }
+
 struct Args {
     const float *A, *B;
     float *C;
@@ -233,8 +234,8 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
     }
     wait_groups<0>();
 
-    /* c0, c1: row g, outputs 2t, 2t + 1; c2, c3: row g + 8. The two sums meet
-     * here; with BETA the old C values are all loaded (into the correction
+    /* c0, c1: row g, outputs 2t, 2t + 1; c2, c3: row g + 8. X3_TC's two sums
+     * meet here; with BETA the old C values are all loaded (into the correction
      * registers, free now) before the first store, so the loads overlap
      * instead of each waiting behind the previous store (the compiler cannot
      * move a load past a store to C: it may alias). Same sums, same order:

@@ -134,9 +134,9 @@ static void report(const char *name, float ms, const float *y, const double *ref
 }
 
 /* the same 7 products through the fused split-TF32 kernel (cuda_linear_x3.cuh):
- * variants {WN, accumulation, unused} */
-static const int vars[][3] = {{2, ecn_x3::X3_TC, 0}, {2, ecn_x3::X3_CHAIN, 0},
-                              {2, ecn_x3::X3_CHAIN2, 0}, {4, ecn_x3::X3_CHAIN, 0}};
+ * variants {WN, accumulation}, in layer_x3's switch order */
+static const int vars[][2] = {{2, ecn_x3::X3_TC}, {2, ecn_x3::X3_CHAIN},
+                              {2, ecn_x3::X3_CHAIN2}, {4, ecn_x3::X3_CHAIN}};
 static const char *acc_name[] = {"tc", "chain", "chain2"};
 static int g_var = 0;
 template <int WN, int ACC> static void x3_go(const ecn_x3::Args &b, int bt, bool beta)
