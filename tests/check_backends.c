@@ -870,7 +870,7 @@ static void test_layers(tctx *c, setup *u)
             tc_set(is_cuda, tc_old);
         }
     /* cuda strict fp32: the linears' split-TF32 GEMM kernel (cuda_linear_x3.cuh)
-     * on and off, on widths that take it (K % 4 == 0, N even; several 128-wide
+     * on and off, on widths that take it (K % 4 == 0, N even; several 64-wide
      * output tiles and a partial one) and widths that fall back to cuBLAS;
      * it must run exactly where it applies (one launch per cos / sin batch) */
 #ifdef ECENET_HAVE_CUDA

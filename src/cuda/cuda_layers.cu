@@ -51,7 +51,7 @@ namespace ecn_cu {
  * (how the sums accumulate, cuda_linear_x3.cuh; default chain, on the
  * H200 as fast as SGEMM or faster and twice as accurate; tc is faster but
  * biased); an unknown value leaves the default. The tile is WN = 2 (128 ×
- * 64 outputs, two blocks of 4 warps per SM: 7-15% faster than WN = 4 on
+ * 64 outputs, two blocks of 4 warps per SM; WN = 4 was 14-21% slower on
  * the H100 and H200). */
 struct X3Cfg {
     int mode, acc;

@@ -13,7 +13,7 @@
  *    are truncated. Measured (tools/device/split_bench.cu, one layer's
  *    products, H200): rel L2 vs DGEMM 1.36e-7, half cuBLAS SGEMM's 2.87e-7,
  *    as fast as SGEMM in the forward form and 7% faster in the VJP form.
- *  - X3_CHAIN2: p chains two k steps (half the fp32 adds; 1.3-1.5% faster,
+ *  - X3_CHAIN2: p chains two k steps (half the fp32 adds; 1.2-1.5% faster,
  *    rel L2 1.54e-7 on an H100).
  *  - X3_TC: the main products accumulate in the tensor cores across all
  *    of K, the small ones in a second sum, which meet at the end: 4-7%
@@ -23,12 +23,12 @@
  * (Measured and dropped: each main MMA's 8-term sum added in fp32 while
  * the small terms keep their own sum, Ootomo & Yokota's form: X3_CHAIN's
  * accuracy, 6-9% slower, 64 registers more; and p over a whole 32-wide K
- * tile: rel L2 2.5e-7 for 0-3% speed.)
+ * tile: rel L2 2.5e-7 for -0.5 to +3% speed.)
  *
  * Tiles: a block of 64·WN threads computes 128 rows × 32·WN outputs, 2 × WN
  * warps of 64 × 32 (WN = 2, the library's: 4 warps, two blocks per SM, so
  * one block's prologue and epilogue overlap another's main loop; WN = 4: 8
- * warps, one block per SM at 255 registers, 7-15% slower), K in steps of
+ * warps, one block per SM at 255 registers, 14-21% slower), K in steps of
  * 32 through a 3-stage cp.async pipeline. Shared
  * rows are 32 floats; a row's 16-byte chunk c sits at chunk c ^ 4(r & 1),
  * so the 8 lanes of a quarter-warp (rows g, g+1; chunks t) hit 32 distinct
