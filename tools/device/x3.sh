@@ -32,7 +32,7 @@ done
 if [[ -n $FULL ]]; then # the CUDA part of make check, with the build's defaults
   echo "== check_cuda $((SECONDS-T0))s"; timeout 60 ./check_cuda > $OUT/check_cuda.log 2>&1; echo "rc=$?"; tail -1 $OUT/check_cuda.log
   echo "== check_backends, cuda rows $((SECONDS-T0))s"
-  ECENET_TEST_BACKEND=cuda timeout 330 ./check_backends > $OUT/check_backends.log 2>&1
+  ECENET_TEST_BACKEND=cuda timeout ${CB_LIMIT:-420} ./check_backends > $OUT/check_backends.log 2>&1
   echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends.log | cut -c1-300 | tail -6
   echo "== check_options $((SECONDS-T0))s"; ECENET_TEST_BACKEND=cuda timeout 120 ./check_options > $OUT/check_options.log 2>&1
   echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_options.log | cut -c1-300 | tail -4
