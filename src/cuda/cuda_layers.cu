@@ -76,15 +76,10 @@ static std::atomic<unsigned long long> x3_runs;
 template <int ACC> static void x3_launch(const ecn_x3::Args &a, int batch, bool beta)
 {
     constexpr int WN = X3_WN;
-    const dim3 grid = ecn_x3::lin_x3_grid(a, batch, WN);
+    auto K = beta ? ecn_x3::lin_x3_k<WN, true, ACC> : ecn_x3::lin_x3_k<WN, false, ACC>;
     const size_t sm = ecn_x3::smem(WN);
-    if (beta) {
-        smem_allow(ecn_x3::lin_x3_k<WN, true, ACC>, sm);
-        ecn_x3::lin_x3_k<WN, true, ACC><<<grid, ecn_x3::threads(WN), sm>>>(a);
-    } else {
-        smem_allow(ecn_x3::lin_x3_k<WN, false, ACC>, sm);
-        ecn_x3::lin_x3_k<WN, false, ACC><<<grid, ecn_x3::threads(WN), sm>>>(a);
-    }
+    smem_allow(K, sm);
+    K<<<ecn_x3::lin_x3_grid(a, batch, WN), ecn_x3::threads(WN), sm>>>(a);
     CU_LAUNCHED();
 }
 static void x3_launch(int acc, const ecn_x3::Args &a, int batch, bool beta)

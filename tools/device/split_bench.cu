@@ -141,15 +141,10 @@ static const char *acc_name[] = {"tc", "chain", "chain2"};
 static int g_var = 0;
 template <int WN, int ACC> static void x3_go(const ecn_x3::Args &b, int bt, bool beta)
 {
-    const dim3 gr = ecn_x3::lin_x3_grid(b, bt, WN);
+    auto K = beta ? ecn_x3::lin_x3_k<WN, true, ACC> : ecn_x3::lin_x3_k<WN, false, ACC>;
     const size_t sm = ecn_x3::smem(WN);
-    if (beta) {
-        CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<WN, true, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-        ecn_x3::lin_x3_k<WN, true, ACC><<<gr, ecn_x3::threads(WN), sm>>>(b);
-    } else {
-        CK(cudaFuncSetAttribute(ecn_x3::lin_x3_k<WN, false, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-        ecn_x3::lin_x3_k<WN, false, ACC><<<gr, ecn_x3::threads(WN), sm>>>(b);
-    }
+    CK(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+    K<<<ecn_x3::lin_x3_grid(b, bt, WN), ecn_x3::threads(WN), sm>>>(b);
 }
 static void layer_x3(const float *W, const float *A, float *C, bool beta)
 {
