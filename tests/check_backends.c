@@ -282,6 +282,23 @@ static void t_check(tctx *c, const tens *t, const char *op, const char *what, in
     t_check_mask(c, t, op, what, vjp, NULL);
 }
 
+/* two backend results of the same length, bit for bit (in the backend's precision) */
+static void t_same_bits(tctx *c, const tens *a, const tens *b, const char *op, const char *what)
+{
+    const size_t n = a->n;
+    ck_assert_uint_eq(n, b->n);
+    double *h = hbuf(c, 2 * n);
+    if (n) { /* through fp64: exact for fp32 and fp64 values */
+        c->be->download(h, a->d, n);
+        c->be->download(h + n, b->d, n);
+    }
+    size_t nd = 0;
+    for (size_t k = 0; k < n; k++)
+        nd += memcmp(&h[k], &h[n + k], sizeof(double)) != 0;
+    ck_assert_msg(nd == 0, "%s %s [%s]: %s: %zu of %zu elements differ", c->be->name, op,
+                  c->shape, what, nd, n);
+}
+
 /* ---- shapes ----------------------------------------------------------------------- */
 
 typedef struct {
@@ -618,6 +635,16 @@ static lin_pair make_linear(tctx *c, int fin, int fout, int Q, int T, int bias, 
         ecn_linear_transpose(Q, fout, fin, w.h, t);
         p.d.w_t = t_from(c, t, n).d;
     }
+    if (c->be->linear_split) { /* as the engine makes them: w and w_t split */
+        void *ws = dalloc(c, 2 * n * c->be->real_size);
+        c->be->linear_split(n, p.d.w, ws);
+        p.d.w_split = ws;
+        if (p.d.w_t) {
+            void *wts = dalloc(c, 2 * n * c->be->real_size);
+            c->be->linear_split(n, p.d.w_t, wts);
+            p.d.w_t_split = wts;
+        }
+    }
     if (bias) {
         tens b = t_rand(c, (size_t)fout, 0.5);
         p.h.bias = b.h;
@@ -872,7 +899,9 @@ static void test_layers(tctx *c, setup *u)
     /* cuda strict fp32: the linears' split-TF32 GEMM kernel (cuda_linear_x3.cuh)
      * on and off, on widths that take it (K % 4 == 0, N even; several 64-wide
      * output tiles and a partial one) and widths that fall back to cuBLAS;
-     * it must run exactly where it applies (one launch per cos / sin batch) */
+     * it must run exactly where it applies (one launch per cos / sin batch),
+     * on the weights split beforehand (w_split, w_t_split, as the engine
+     * gives them) where it has them, and give the same bits without them */
 #ifdef ECENET_HAVE_CUDA
     if (is_cuda && be->real_size == 4 && !ecn_cuda_tf32()) {
         const int xw[5][2] = {{F, F}, {F + 4, F - 2}, {12, 2 * F + 6}, {2 * F + 8, 20}, {F, F + 1}};
@@ -891,23 +920,42 @@ static void test_layers(tctx *c, setup *u)
                     tens X = features(c, E, Q, fin, 0);
                     tens Y = t_out(c, (size_t)E * Q * 2 * fout);
                     ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, X.h, Y.h);
-                    unsigned long long r0 = ecn_cuda_fp32_gemm_x3_runs();
+                    unsigned long long r0 = ecn_cuda_fp32_gemm_x3_runs(),
+                                       p0 = ecn_cuda_fp32_gemm_x3_pre_runs();
                     be->linear_fwd(E, &lp.d, u->d_tsrc, u->d_ttgt, X.d, Y.d);
-                    unsigned long long ran = ecn_cuda_fp32_gemm_x3_runs() - r0;
+                    unsigned long long ran = ecn_cuda_fp32_gemm_x3_runs() - r0,
+                                       pre = ecn_cuda_fp32_gemm_x3_pre_runs() - p0;
                     t_check(c, &Y, op, "fwd Y", 0);
                     int applies = x3 && E > 0 && fin % 4 == 0 && fout % 2 == 0;
                     ck_assert_msg(ran == (applies ? per : 0u),
                                   "%s fwd: split-TF32 kernel ran %llu times, expected %u", op,
                                   ran, applies ? per : 0u);
+                    ck_assert_msg(lp.d.w_split && pre == ran,
+                                  "%s fwd: %llu of %llu runs on the split weights", op, pre, ran);
+                    if (applies) { /* the kernel splitting W itself: the same bits */
+                        ecenet_linear_params pd = lp.d;
+                        pd.w_split = NULL;
+                        tens Y2 = t_out(c, Y.n);
+                        p0 = ecn_cuda_fp32_gemm_x3_pre_runs();
+                        be->linear_fwd(E, &pd, u->d_tsrc, u->d_ttgt, X.d, Y2.d);
+                        ck_assert_msg(ecn_cuda_fp32_gemm_x3_pre_runs() == p0,
+                                      "%s fwd: ran on split weights it was not given", op);
+                        t_same_bits(c, &Y, &Y2, op, "fwd Y, w_split vs none");
+                    }
                     if (!lp.d.w_t) { /* the kernel takes the VJP on the transposed weights only */
                         ecn_cuda_set_fp32_gemm(old);
                         continue;
                     }
                     tens Yb = features(c, E, Q, fout, 0), Xb = t_acc(c, (size_t)E * Q * 2 * fin);
                     ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
+                    tens Xb2 = t_acc(c, Xb.n); /* the same initial values as Xb */
+                    if (Xb.n)
+                        be->copy(Xb2.d, Xb.d, Xb.n * be->real_size);
                     r0 = ecn_cuda_fp32_gemm_x3_runs();
+                    p0 = ecn_cuda_fp32_gemm_x3_pre_runs();
                     be->linear_vjp(E, &lp.d, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
                     ran = ecn_cuda_fp32_gemm_x3_runs() - r0;
+                    pre = ecn_cuda_fp32_gemm_x3_pre_runs() - p0;
                     t_check(c, &Xb, op, "vjp Xbar (w_t)", 1);
                     const int tcm = ecn_cuda_set_layer_tc(0); /* (the tc VJP goes first) */
                     ecn_cuda_set_layer_tc(tcm);
@@ -915,6 +963,14 @@ static void test_layers(tctx *c, setup *u)
                     ck_assert_msg(ran == (applies ? per : 0u),
                                   "%s vjp: split-TF32 kernel ran %llu times, expected %u", op,
                                   ran, applies ? per : 0u);
+                    ck_assert_msg(lp.d.w_t_split && pre == ran,
+                                  "%s vjp: %llu of %llu runs on the split weights", op, pre, ran);
+                    if (applies) {
+                        ecenet_linear_params pd = lp.d;
+                        pd.w_t_split = NULL;
+                        be->linear_vjp(E, &pd, u->d_tsrc, u->d_ttgt, Yb.d, Xb2.d);
+                        t_same_bits(c, &Xb, &Xb2, op, "vjp Xbar, w_t_split vs none");
+                    }
                     ecn_cuda_set_fp32_gemm(old);
                 }
     }
@@ -1645,7 +1701,7 @@ START_TEST(test_guard_pages)
                 const size_t nwt = (size_t)Q * fout * fin;
                 ecenet_linear_params lp = {fin, fout, Q, T, guarded(&g, be, nwt),
                                            guarded(&g, be, (size_t)fout), guarded(&g, be, T * nwt),
-                                           guarded(&g, be, T * nwt), NULL, 0};
+                                           guarded(&g, be, T * nwt), NULL, 0, NULL, NULL};
                 void *X = guarded(&g, be, XI), *Y = guarded(&g, be, XO);
                 be->linear_fwd(E, &lp, ty, ty, X, Y);
                 be->linear_vjp(E, &lp, ty, ty, Y, X);

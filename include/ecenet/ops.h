@@ -79,6 +79,12 @@ typedef struct {
      * (the edge frame VJP reads the valid slots only). 0: no assumption (ref
      * and omp compute every column either way). */
     int frame_nl;
+    /* w and w_t split for the backend's split-TF32 GEMM, (2, Q, fout, fin)
+     * and (2, Q, fin, fout): the high parts, then the low parts, as the
+     * backend's linear_split makes them; set by the engine only for a
+     * backend with linear_split (else NULL: such a backend then splits the
+     * weights inside its GEMM, with the same results). */
+    const void *w_split, *w_t_split;
 } ecenet_linear_params;
 
 /* RealSpace nonlinearity on the θ grid (SPEC §11). */
@@ -362,6 +368,10 @@ typedef struct ecenet_backend {
     int (*nlist_count)(const ecenet_nlist *s, ecenet_nlist_counts *c);
     void (*nlist_fill)(const ecenet_nlist *s, ecenet_idx types, const ecenet_nlist_out *edges,
                        const ecenet_nlist_out *nb);
+    /* Optional: hl[0..n) = the high parts, hl[n..2n) = the low parts of the
+     * n weights x (backend memory) for the backend's split-TF32 GEMM; where
+     * present, the engine gives each linear w_split and w_t_split. */
+    void (*linear_split)(size_t n, const void *x, void *hl);
 } ecenet_backend;
 
 #ifdef __cplusplus

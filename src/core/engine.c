@@ -26,20 +26,71 @@ void ecn_engine_set_low_memory(ecn_engine *eng, int on, int64_t chunk_edges)
 size_t ecn_engine_param_bytes(const ecn_engine *eng) { return eng->param_bytes; }
 size_t ecn_engine_workspace_bytes(const ecn_engine *eng) { return eng->ws_bytes; }
 
-static const void *up(ecn_engine *eng, const void *src_, size_t n)
+/* n reals of backend memory owned by the engine (freed with it); NULL (and
+ * the engine marked failed) when out of memory */
+static void *own(ecn_engine *eng, size_t n)
 {
-    const double *src = src_;
-    if (!src)
-        return NULL;
     void *p = eng->n_owned < ECN_MAX_OWNED ? eng->be->alloc(n * eng->be->real_size) : NULL;
     if (!p) {
         eng->failed = 1;
         return NULL;
     }
-    eng->be->upload(p, src, n);
     eng->owned[eng->n_owned++] = p;
     eng->param_bytes += n * eng->be->real_size;
     return p;
+}
+
+static const void *up(ecn_engine *eng, const void *src_, size_t n)
+{
+    const double *src = src_;
+    if (!src)
+        return NULL;
+    void *p = own(eng, n);
+    if (p)
+        eng->be->upload(p, src, n);
+    return p;
+}
+
+/* the backend's split of n uploaded weights (ops.h linear_split); NULL
+ * where there is no memory for it (not a failure: see ecn_engine_split) */
+static const void *split(ecn_engine *eng, const void *w, size_t n)
+{
+    void *p = w && eng->n_owned < ECN_MAX_OWNED ? eng->be->alloc(2 * n * eng->be->real_size)
+                                                : NULL;
+    if (!p)
+        return NULL;
+    eng->owned[eng->n_owned++] = p;
+    eng->param_bytes += 2 * n * eng->be->real_size;
+    eng->be->linear_split(n, w, p);
+    return p;
+}
+
+static void split_linear(ecn_engine *eng, ecenet_linear_params *d)
+{
+    const size_t n = (size_t)d->Q * d->fout * d->fin;
+    if (!d->w || d->w_split)
+        return;
+    d->w_split = split(eng, d->w, n);
+    d->w_t_split = d->w_split ? split(eng, d->w_t, n) : NULL;
+}
+
+void ecn_engine_split(ecn_engine *eng)
+{
+    if (!eng->be->linear_split || eng->split_done)
+        return;
+    eng->split_done = 1;
+    const ecn_config *c = &eng->model->cfg;
+    const int nl = c->n_mp * c->n_layers, nmp = c->n_mp - 1;
+    for (int k = 0; k < nl; k++) {
+        split_linear(eng, &eng->lin[k]);
+        split_linear(eng, &eng->lin_up[k]);
+    }
+    for (int g = 0; g < nmp; g++) {
+        split_linear(eng, &eng->amp[g].down);
+        split_linear(eng, &eng->amp[g].up);
+        split_linear(eng, &eng->amp[g].rdown);
+        split_linear(eng, &eng->amp[g].rup);
+    }
 }
 
 static ecenet_linear_params up_linear(ecn_engine *eng, const ecenet_linear_params *l)
@@ -61,6 +112,7 @@ static ecenet_linear_params up_linear(ecn_engine *eng, const ecenet_linear_param
         d.w_t = up(eng, t, n);
         free(t);
     }
+    d.w_split = d.w_t_split = NULL; /* ecn_engine_split */
     return d;
 }
 

@@ -26,6 +26,7 @@ struct ecn_engine {
     int no_fused;                        /* ignore the backend's fused entries */
     int tf32;                            /* -1: backend default, else set every step */
     int low_memory;                      /* recompute layer activations in the backward */
+    int split_done;                      /* ecn_engine_split ran */
     int64_t chunk_edges;                 /* low-memory chunk (0 = automatic) */
     void *ws;                            /* step workspace arena, grown on demand */
     size_t ws_bytes;

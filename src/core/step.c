@@ -1103,6 +1103,8 @@ ecenet_status ecn_step(ecn_engine *eng, const ecn_step_in *in, ecn_step_out *out
     const int prev = be->set_tf32 && eng->tf32 >= 0 ? be->set_tf32(-1) : -1;
     if (prev >= 0)
         be->set_tf32(eng->tf32);
+    if (!(be->set_tf32 && be->set_tf32(-1)))
+        ecn_engine_split(eng); /* a strict-fp32 step: the split weights, once */
     ecenet_status st = step_run(eng, in, out, err, err_len);
     if (prev >= 0)
         be->set_tf32(prev);

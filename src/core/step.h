@@ -77,6 +77,12 @@ int ecn_engine_set_tf32(ecn_engine *eng, int on);
 /* Low-memory mode (recompute the layers in edge chunks in the backward);
  * chunk_edges 0 = automatic. */
 void ecn_engine_set_low_memory(ecn_engine *eng, int on, int64_t chunk_edges);
+/* The backend's split of every linear's weights for its split-TF32 GEMM
+ * (ops.h linear_split; 2× the weights' memory), made once, before the
+ * engine's first strict-fp32 step (ecn_step calls it; TF32 steps never use
+ * them). A linear left without them where memory ran out is computed the
+ * same way, only slower (the GEMM splits them itself). */
+void ecn_engine_split(ecn_engine *eng);
 
 typedef struct {
     double energy;            /* model units: Σ per-edge energies + Σ atomic_energy */

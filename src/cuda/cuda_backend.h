@@ -35,6 +35,8 @@ int ecn_cuda_set_fp32_gemm(int mode);
 /* how many GEMMs the split-TF32 kernel has run (tests check that the path
  * they mean to test really ran) */
 unsigned long long ecn_cuda_fp32_gemm_x3_runs(void);
+/* of those, how many ran on weights split beforehand (ops.h w_split) */
+unsigned long long ecn_cuda_fp32_gemm_x3_pre_runs(void);
 
 /* RealSpace launch configuration (rows per block, warps per block; default
  * env ECENET_RS_BLOCK / ECENET_RS_WARPS, read once, else 512 / 4). A row is

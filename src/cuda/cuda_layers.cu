@@ -47,10 +47,11 @@ namespace ecn_cu {
 /* The split-TF32 kernel's settings, from the environment, read once:
  * ECENET_FP32_GEMM=sgemm|x3 (mode: 0 cuBLAS SGEMM, 1 the kernel where it
  * applies; default ECN_CUDA_FP32_GEMM_DEFAULT; ecn_cuda_set_fp32_gemm
- * changes it) and ECENET_X3_ACC=chain|chain2|tc
- * (how the sums accumulate, cuda_linear_x3.cuh; default chain, on the
- * H200 as fast as SGEMM or faster and twice as accurate; tc is faster but
- * biased); an unknown value leaves the default. The tile is WN = 2 (128 ×
+ * changes it) and ECENET_X3_ACC=chain2|chain|tc (how the sums accumulate,
+ * cuda_linear_x3.cuh; default chain2: on the weights split at upload
+ * (ops.h w_split) 15-20% faster than SGEMM on the H100 and half its error;
+ * chain is slower there (its registers spill), tc is biased); an unknown
+ * value leaves the default. The tile is WN = 2 (128 ×
  * 64 outputs, two blocks of 4 warps per SM; WN = 4 was 14-21% slower on
  * the H100 and H200). */
 struct X3Cfg {
@@ -65,71 +66,96 @@ static X3Cfg &x3_cfg()
         const char *m = getenv("ECENET_FP32_GEMM"), *r = getenv("ECENET_X3_ACC");
         c.mode = m && !strcmp(m, "sgemm") ? 0 : m && !strcmp(m, "x3") ? 1
                                                 : ECN_CUDA_FP32_GEMM_DEFAULT;
-        c.acc = r && !strcmp(r, "tc")       ? ecn_x3::X3_TC
-                : r && !strcmp(r, "chain2") ? ecn_x3::X3_CHAIN2
-                                            : ecn_x3::X3_CHAIN;
+        c.acc = r && !strcmp(r, "tc")      ? ecn_x3::X3_TC
+                : r && !strcmp(r, "chain") ? ecn_x3::X3_CHAIN
+                                           : ecn_x3::X3_CHAIN2;
     });
     return c;
 }
-static std::atomic<unsigned long long> x3_runs;
+static std::atomic<unsigned long long> x3_runs, x3_pre_runs;
 
-template <int ACC> static void x3_launch(const ecn_x3::Args &a, int batch, bool beta)
+/* PRE: B given split (a.B the high parts, a.Bl the low ones) */
+template <int ACC, bool PRE> static void x3_launch(const ecn_x3::Args &a, int batch, bool beta)
 {
     constexpr int WN = X3_WN;
-    auto K = beta ? ecn_x3::lin_x3_k<WN, true, ACC> : ecn_x3::lin_x3_k<WN, false, ACC>;
-    const size_t sm = ecn_x3::smem(WN);
+    auto K = beta ? ecn_x3::lin_x3_k<WN, true, ACC, PRE> : ecn_x3::lin_x3_k<WN, false, ACC, PRE>;
+    const size_t sm = ecn_x3::smem(WN, PRE);
     smem_allow(K, sm);
     K<<<ecn_x3::lin_x3_grid(a, batch, WN), ecn_x3::threads(WN), sm>>>(a);
     CU_LAUNCHED();
 }
-static void x3_launch(int acc, const ecn_x3::Args &a, int batch, bool beta)
+template <bool PRE> static void x3_launch(int acc, const ecn_x3::Args &a, int batch, bool beta)
 {
     if (acc == ecn_x3::X3_CHAIN)
-        x3_launch<ecn_x3::X3_CHAIN>(a, batch, beta);
+        x3_launch<ecn_x3::X3_CHAIN, PRE>(a, batch, beta);
     else if (acc == ecn_x3::X3_CHAIN2)
-        x3_launch<ecn_x3::X3_CHAIN2>(a, batch, beta);
+        x3_launch<ecn_x3::X3_CHAIN2, PRE>(a, batch, beta);
     else
-        x3_launch<ecn_x3::X3_TC>(a, batch, beta);
+        x3_launch<ecn_x3::X3_TC, PRE>(a, batch, beta);
 }
 
 static bool gemm_x3(cublasOperation_t tb, int N, int64_t E, int K, const float *B, int ldb,
                     long long sB, const float *A, int lda, long long sA, float beta, float *C,
-                    int ldc, long long sC, int batch)
+                    int ldc, long long sC, int batch, const float *Bh, const float *Bl)
 {
     State &s = state();
     const X3Cfg &x = x3_cfg();
+    const bool pre = Bh && Bl;
     if (s.tf32 || !x.mode || tb != CUBLAS_OP_T || ldb != K || (beta != 0.0f && beta != 1.0f) ||
-        s.cc_major < 8 || s.smem_optin < ecn_x3::smem(X3_WN) || batch > 65535)
+        s.cc_major < 8 || s.smem_optin < ecn_x3::smem(X3_WN, pre) || batch > 65535)
         return false;
-    const ecn_x3::Args a = ecn_x3::make_args(E, N, K, A, lda, sA, B, sB, C, ldc, sC);
+    ecn_x3::Args a = ecn_x3::make_args(E, N, K, A, lda, sA, pre ? Bh : B, sB, C, ldc, sC);
+    if (pre)
+        a.Bl = Bl;
     if (!ecn_x3::lin_x3_ok(a) || ecn_x3::lin_x3_tiles(a, X3_WN) > INT_MAX)
         return false;
     const bool b1 = beta != 0.0f;
-    x3_launch(x.acc, a, batch, b1);
+    if (pre)
+        x3_launch<true>(x.acc, a, batch, b1);
+    else
+        x3_launch<false>(x.acc, a, batch, b1);
     x3_runs++;
+    x3_pre_runs += pre;
     return true;
 }
 static bool gemm_x3(cublasOperation_t, int, int64_t, int, const double *, int, long long,
-                    const double *, int, long long, double, double *, int, long long, int)
+                    const double *, int, long long, double, double *, int, long long, int,
+                    const double *, const double *)
 {
     return false; /* fp64: cuBLAS DGEMM */
 }
 
 template <typename T>
 void gemm_lin(cublasOperation_t tb, int N, int64_t E, int K, const T *B, int ldb, long long sB,
-              const T *A, int lda, long long sA, T beta, T *C, int ldc, long long sC, int batch)
+              const T *A, int lda, long long sA, T beta, T *C, int ldc, long long sC, int batch,
+              const T *Bh, const T *Bl)
 {
     if (E <= 0 || batch <= 0)
         return;
-    if (!gemm_x3(tb, N, E, K, B, ldb, sB, A, lda, sA, beta, C, ldc, sC, batch))
+    if (!gemm_x3(tb, N, E, K, B, ldb, sB, A, lda, sA, beta, C, ldc, sC, batch, Bh, Bl))
         gemm_sb(blas(1), tb, CUBLAS_OP_N, N, (int)E, K, (T)1, B, ldb, sB, A, lda, sA, beta, C,
                 ldc, sC, batch);
 }
 template void gemm_lin<float>(cublasOperation_t, int, int64_t, int, const float *, int, long long,
-                              const float *, int, long long, float, float *, int, long long, int);
+                              const float *, int, long long, float, float *, int, long long, int,
+                              const float *, const float *);
 template void gemm_lin<double>(cublasOperation_t, int, int64_t, int, const double *, int,
                                long long, const double *, int, long long, double, double *, int,
-                               long long, int);
+                               long long, int, const double *, const double *);
+
+/* ops.h linear_split (fp32): the weights' high and low parts, split as the
+ * kernel splits its operands (ecn_x3::split), so that a GEMM on them gives
+ * the same bits as one splitting W itself */
+static void linear_split_f32(size_t n, const void *x, void *hl)
+{
+    if (!n)
+        return;
+    float *h = (float *)hl;
+    const size_t nb = (n + 255) / 256;
+    ecn_x3::split_k<<<(unsigned)(nb < 4096 ? nb : 4096), 256>>>((int64_t)n, (const float *)x, h,
+                                                               h + n);
+    CU_LAUNCHED();
+}
 
 /* ---- equivariant linear --------------------------------------------------------------------------- */
 
@@ -290,12 +316,15 @@ static void linear_fwd_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
      * only (cuda_linear_frame.cu); cos m = 0 has no zeros and stays here */
     const bool packed = lin_frame_fwd<T>(E, p, X, Y);
     /* cos slices, m = 0..Q-1 (m = 0 only after the packed path) */
+    /* the split weights (fp32, ops.h w_split): high parts from wh, low ones from wl */
+    const T *wh = (const T *)p->w_split, *wl = wh ? wh + Q * sw : NULL;
     gemm_lin<T>(CUBLAS_OP_T, fout, E, fin, w, fin, sw, X, 2 * Q * fin, 2LL * fin, (T)0, Y, 2 * Q * fout,
-              2LL * fout, packed ? 1 : Q);
+              2LL * fout, packed ? 1 : Q, wh, wl);
     /* sin slices, m = 1..Q-1, and the sin m = 0 slot */
     if (Q > 1 && !packed)
         gemm_lin<T>(CUBLAS_OP_T, fout, E, fin, w + sw, fin, sw, X + 3 * fin, 2 * Q * fin,
-                    2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout, 2LL * fout, Q - 1);
+                    2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout, 2LL * fout, Q - 1,
+                    wh ? wh + sw : NULL, wl ? wl + sw : NULL);
     if (!layer_sin0) {
         lin_sin0_fwd_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, X, Y);
         CU_LAUNCHED();
@@ -355,11 +384,13 @@ static void linear_vjp_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
         const T *wa = p->w_t ? (const T *)p->w_t : w;
         const cublasOperation_t ta = p->w_t ? CUBLAS_OP_T : CUBLAS_OP_N;
         const int lda = p->w_t ? fout : fin;
+        const T *wh = p->w_t ? (const T *)p->w_t_split : NULL, *wl = wh ? wh + Q * sw : NULL;
         gemm_lin<T>(ta, fin, E, fout, wa, lda, sw, Yb, 2 * Q * fout, 2LL * fout, (T)1, Xb,
-                    2 * Q * fin, 2LL * fin, packed ? 1 : Q);
+                    2 * Q * fin, 2LL * fin, packed ? 1 : Q, wh, wl);
         if (Q > 1 && !packed)
             gemm_lin<T>(ta, fin, E, fout, wa + sw, lda, sw, Yb + 3 * fout, 2 * Q * fout,
-                        2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin, 2LL * fin, Q - 1);
+                        2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin, 2LL * fin, Q - 1,
+                        wh ? wh + sw : NULL, wl ? wl + sw : NULL);
         if (!sin0_zero && !packed) {
             lin_sin0_vjp_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, Yb, Xb);
             CU_LAUNCHED();
@@ -1104,6 +1135,8 @@ template <typename T> void fill_layers(ecenet_backend &b)
     b.add = add<T>;
     b.layer_fwd = layer_fwd<T>;
     b.layer_vjp = layer_vjp<T>;
+    if (sizeof(T) == sizeof(float))
+        b.linear_split = linear_split_f32;
 }
 
 template void fill_layers<float>(ecenet_backend &);
@@ -1130,6 +1163,11 @@ extern "C" int ecn_cuda_set_fp32_gemm(int mode)
 }
 
 extern "C" unsigned long long ecn_cuda_fp32_gemm_x3_runs(void) { return ecn_cu::x3_runs.load(); }
+
+extern "C" unsigned long long ecn_cuda_fp32_gemm_x3_pre_runs(void)
+{
+    return ecn_cu::x3_pre_runs.load();
+}
 
 extern "C" int ecn_cuda_set_rs_vector(int on)
 {

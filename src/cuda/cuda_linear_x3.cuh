@@ -6,20 +6,25 @@
  * 2⁻¹¹|x|, both exact in TF32), and a·b ≈ h_a·h_b + (l_a·h_b + h_a·l_b):
  * the dropped l_a·l_b is ≤ 2⁻²²|a·b|. The tensor cores' fp32 accumulation
  * truncates, so where the three products accumulate decides the error:
- *  - X3_CHAIN (the default): the three products of a k step chain on one
- *    zeroed partial sum p = l·h + h·l + h·h (small terms first, so they are
- *    not truncated against the large one), and an fp32 add (round to
- *    nearest) takes p into the accumulator: only 8-product partial sums
- *    are truncated. Measured (tools/device/split_bench.cu, one layer's
- *    products, H200): rel L2 vs DGEMM 1.36e-7, half cuBLAS SGEMM's 2.87e-7,
- *    as fast as SGEMM in the forward form and 7% faster in the VJP form.
- *  - X3_CHAIN2: p chains two k steps (half the fp32 adds; 1.2-1.5% faster,
- *    rel L2 1.54e-7 on an H100).
+ *  - X3_CHAIN: the three products of a k step chain on one zeroed partial
+ *    sum p = l·h + h·l + h·h (small terms first, so they are not truncated
+ *    against the large one), and an fp32 add (round to nearest) takes p
+ *    into the accumulator: only 8-product partial sums are truncated.
+ *    Measured (tools/device/split_bench.cu, one layer's products, H200):
+ *    rel L2 vs DGEMM 1.36e-7, half cuBLAS SGEMM's 2.87e-7.
+ *  - X3_CHAIN2 (the library's default): p chains two k steps (half the
+ *    fp32 adds), rel L2 1.54e-7; with PRE the fastest unbiased form.
  *  - X3_TC: the main products accumulate in the tensor cores across all
- *    of K, the small ones in a second sum, which meet at the end: 4-7%
- *    faster than X3_CHAIN, but the truncation of the running total is a
- *    bias (rel L2 6.4e-7; a bench energy 2.6e-6 from fp64 against SGEMM's
- *    4.9e-7).
+ *    of K, the small ones in a second sum, which meet at the end: the
+ *    fastest, but the truncation of the running total is a bias (rel L2
+ *    6.4e-7; a bench energy 2.6e-6 from fp64 against SGEMM's 4.9e-7).
+ * PRE: B arrives split (B the high parts, Bl the low ones, from split_k,
+ * which splits as the kernel does: the same bits), so only A is split in
+ * the loop. The library's weights are split once (ops.h w_split). One
+ * layer's products on an H100 (split_bench, ms, fwd / VJP form): SGEMM
+ * 0.955 / 1.063, chain2 0.947 / 0.973, chain2 + PRE 0.813 / 0.850, chain
+ * + PRE 0.946 / 0.902 (its 255 registers spill with PRE), tc + PRE 0.772 /
+ * 0.837.
  * (Measured and dropped: each main MMA's 8-term sum added in fp32 while
  * the small terms keep their own sum, Ootomo & Yokota's form: X3_CHAIN's
  * accuracy, 6-9% slower, 64 registers more; and p over a whole 32-wide K
@@ -29,7 +34,8 @@
  * warps of 64 × 32 (WN = 2, the library's: 4 warps, two blocks per SM, so
  * one block's prologue and epilogue overlap another's main loop; WN = 4: 8
  * warps, one block per SM at 255 registers, 14-21% slower), K in steps of
- * 32 through a 3-stage cp.async pipeline. Shared
+ * 32 through a 3-stage cp.async pipeline (PRE: a stage holds B's high and
+ * low tiles, 96 KB for three stages, two blocks still fit an SM). Shared
  * rows are 32 floats; a row's 16-byte chunk c sits at chunk c ^ 4(r & 1),
  * so the 8 lanes of a quarter-warp (rows g, g+1; chunks t) hit 32 distinct
  * banks. Within each 16-wide half of a K step the MMA's k index is
@@ -38,7 +44,7 @@
  * past E, outputs past N and k past K load zeros; stores are guarded.
  *
  * Requirements (checked by lin_x3_ok): K % 4 == 0, lda, sA, sB multiples of
- * 4 and A, B 16-byte aligned (cp.async), N, ldc, sC even and C 8-byte
+ * 4 and A, B (and Bl) 16-byte aligned (cp.async), N, ldc, sC even and C 8-byte
  * aligned (float2 stores). Deterministic: each output is written by one
  * thread, sums in a fixed order. A non-finite input gives NaN (inf − inf
  * in its split) where SGEMM may give ±inf: either way not a number a step
@@ -55,12 +61,20 @@ constexpr int BM = 128, BK = 32, NST = 3;
 enum { X3_TC = 0, X3_CHAIN = 1, X3_CHAIN2 = 2 }; /* the accumulation (above) */
 __host__ __device__ constexpr int bn(int WN) { return 32 * WN; }
 __host__ __device__ constexpr int threads(int WN) { return 64 * WN; }
-/* floats of one pipeline stage: the A tile, then the B tile */
-__host__ __device__ constexpr int stage(int WN) { return (BM + bn(WN)) * BK; }
-__host__ __device__ constexpr size_t smem(int WN) { return (size_t)NST * stage(WN) * sizeof(float); }
+/* floats of one pipeline stage: the A tile, then the B tile (PRE: its hi
+ * part, then its lo part) */
+__host__ __device__ constexpr int stage(int WN, bool PRE = false)
+{
+    return (BM + (PRE ? 2 : 1) * bn(WN)) * BK;
+}
+__host__ __device__ constexpr size_t smem(int WN, bool PRE = false)
+{
+    return (size_t)NST * stage(WN, PRE) * sizeof(float);
+}
 
 struct Args {
     const float *A, *B;
+    const float *Bl; /* PRE: B holds rn_tf32(b), Bl rn_tf32(b - rn_tf32(b)) (split_k) */
     float *C;
     int64_t lda, ldc, sA, sB, sC; /* row strides of A and C, batch strides */
     int64_t E;
@@ -75,6 +89,7 @@ static inline Args make_args(int64_t E, int N, int K, const float *A, int64_t ld
     Args a;
     a.A = A;
     a.B = B;
+    a.Bl = nullptr;
     a.C = C;
     a.lda = lda;
     a.ldc = ldc;
@@ -132,7 +147,20 @@ __device__ __forceinline__ void add(float (&d)[4][4][4], const float (&s)[4][4][
 /* float offset of row r's 16-byte chunk c in a stage tile */
 __device__ __forceinline__ int swz(int r, int c) { return r * BK + 4 * (c ^ (4 * (r & 1))); }
 
-template <int WN, bool BETA, int ACC = X3_TC>
+/* the operand split once, for PRE: h[i] = rn_tf32(x[i]), l[i] = rn_tf32(x[i] - h[i]) as
+ * the kernel splits (the same bits) */
+__global__ void split_k(int64_t n, const float *x, float *h, float *l)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t hb, lb;
+        split(x[i], hb, lb);
+        h[i] = __uint_as_float(hb);
+        l[i] = __uint_as_float(lb);
+    }
+}
+
+template <int WN, bool BETA, int ACC = X3_TC, bool PRE = false>
 __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
 {
     constexpr int BN = bn(WN), TH = threads(WN), RP = TH / 8; /* rows per load pass */
@@ -141,6 +169,7 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
     const int64_t e0 = (int64_t)(blockIdx.x / NT) * BM;
     const int n0 = (int)(blockIdx.x % NT) * BN;
     const float *A = a.A + blockIdx.y * a.sA, *B = a.B + blockIdx.y * a.sB;
+    const float *Bl = PRE ? a.Bl + blockIdx.y * a.sB : nullptr;
     float *C = a.C + blockIdx.y * a.sC;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3, wr = (warp & 1) * 64, wc = (warp >> 1) * 32;
@@ -153,7 +182,7 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
         const int k = kt * BK + 4 * lc;
         const bool kok = k < a.K;
         const int kk = kok ? k : 0;
-        float *As = sm + st * stage(WN), *Bs = As + BM * BK;
+        float *As = sm + st * stage(WN, PRE), *Bs = As + BM * BK;
 #pragma unroll
         for (int j = 0; j < BM / RP; j++) {
             const int64_t e = e0 + lr + RP * j;
@@ -162,7 +191,10 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
 #pragma unroll
         for (int j = 0; j < BN / RP; j++) {
             const int n = n0 + lr + RP * j;
-            cp16(Bs + so + RP * j * BK, B + (int64_t)(n < a.N ? n : 0) * a.K + kk, n < a.N && kok);
+            const int64_t ob = (int64_t)(n < a.N ? n : 0) * a.K + kk;
+            cp16(Bs + so + RP * j * BK, B + ob, n < a.N && kok);
+            if (PRE)
+                cp16(Bs + BN * BK + so + RP * j * BK, Bl + ob, n < a.N && kok);
         }
     };
 
@@ -182,22 +214,33 @@ __global__ void __launch_bounds__(64 * WN, 4 / WN) lin_x3_k(Args a)
         if (kt + NST - 1 < KT)
             load((kt + NST - 1) % NST, kt + NST - 1);
         commit();
-        const float *As = sm + (kt % NST) * stage(WN), *Bs = As + BM * BK;
+        const float *As = sm + (kt % NST) * stage(WN, PRE), *Bs = As + BM * BK;
 #pragma unroll 1
         for (int h = 0; h < 2; h++) {
             if (ACC == X3_CHAIN2) /* cor is the partial sum of this half tile */
                 zero(cor);
-            float4 bv[4];
+            float4 bv[4], bw[4]; /* PRE: bv the hi parts, bw the lo parts */
 #pragma unroll
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < 4; j++) {
                 bv[j] = *reinterpret_cast<const float4 *>(Bs + swz(wc + 8 * j + g, 4 * h + t));
+                if (PRE)
+                    bw[j] = *reinterpret_cast<const float4 *>(Bs + BN * BK +
+                                                              swz(wc + 8 * j + g, 4 * h + t));
+            }
 #pragma unroll
             for (int q = 0; q < 2; q++) {
                 uint32_t bh[4][2], bl[4][2];
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    split(q ? bv[j].z : bv[j].x, bh[j][0], bl[j][0]);
-                    split(q ? bv[j].w : bv[j].y, bh[j][1], bl[j][1]);
+                    if (PRE) {
+                        bh[j][0] = __float_as_uint(q ? bv[j].z : bv[j].x);
+                        bh[j][1] = __float_as_uint(q ? bv[j].w : bv[j].y);
+                        bl[j][0] = __float_as_uint(q ? bw[j].z : bw[j].x);
+                        bl[j][1] = __float_as_uint(q ? bw[j].w : bw[j].y);
+                    } else {
+                        split(q ? bv[j].z : bv[j].x, bh[j][0], bl[j][0]);
+                        split(q ? bv[j].w : bv[j].y, bh[j][1], bl[j][1]);
+                    }
                 }
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
@@ -287,6 +330,7 @@ static inline bool lin_x3_ok(const Args &a)
 {
     const uintptr_t pa = (uintptr_t)a.A, pb = (uintptr_t)a.B, pc = (uintptr_t)a.C;
     return a.K > 0 && a.N > 0 && a.lda >= a.K && a.ldc >= a.N && a.K % 4 == 0 &&
+           (uintptr_t)a.Bl % 16 == 0 &&
            a.lda % 4 == 0 && a.sA % 4 == 0 && a.sB % 4 == 0 && pa % 16 == 0 && pb % 16 == 0 &&
            a.N % 2 == 0 && a.ldc % 2 == 0 && a.sC % 2 == 0 && pc % 8 == 0;
 }

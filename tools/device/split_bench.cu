@@ -135,30 +135,38 @@ static void report(const char *name, float ms, const float *y, const double *ref
 
 /* the same 7 products through the fused split-TF32 kernel (cuda_linear_x3.cuh):
  * variants {WN, accumulation}, in layer_x3's switch order */
-static const int vars[][2] = {{2, ecn_x3::X3_TC}, {2, ecn_x3::X3_CHAIN},
-                              {2, ecn_x3::X3_CHAIN2}, {4, ecn_x3::X3_CHAIN}};
+static const int vars[][3] = {{2, ecn_x3::X3_TC, 0},     {2, ecn_x3::X3_CHAIN, 0},
+                              {2, ecn_x3::X3_CHAIN2, 0}, {2, ecn_x3::X3_TC, 1},
+                              {2, ecn_x3::X3_CHAIN, 1},  {2, ecn_x3::X3_CHAIN2, 1}};
+static const float *g_Wh, *g_Wl; /* PRE: W split once (split_rn_k, the kernel's split) */
 static const char *acc_name[] = {"tc", "chain", "chain2"};
 static int g_var = 0;
-template <int WN, int ACC> static void x3_go(const ecn_x3::Args &b, int bt, bool beta)
+template <int WN, int ACC, bool PRE = false>
+static void x3_go(const ecn_x3::Args &b, int bt, bool beta)
 {
-    auto K = beta ? ecn_x3::lin_x3_k<WN, true, ACC> : ecn_x3::lin_x3_k<WN, false, ACC>;
-    const size_t sm = ecn_x3::smem(WN);
+    auto K = beta ? ecn_x3::lin_x3_k<WN, true, ACC, PRE> : ecn_x3::lin_x3_k<WN, false, ACC, PRE>;
+    const size_t sm = ecn_x3::smem(WN, PRE);
     CK(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
     K<<<ecn_x3::lin_x3_grid(b, bt, WN), ecn_x3::threads(WN), sm>>>(b);
 }
 static void layer_x3(const float *W, const float *A, float *C, bool beta)
 {
-    const ecn_x3::Args a = ecn_x3::make_args(E, F, F, A, LD, 2LL * F, W, (int64_t)F * F, C, LD, 2LL * F);
+    const bool pre = vars[g_var][2];
+    ecn_x3::Args a = ecn_x3::make_args(E, F, F, A, LD, 2LL * F, pre ? g_Wh : W, (int64_t)F * F, C, LD, 2LL * F);
+    if (pre)
+        a.Bl = g_Wl;
     if (!ecn_x3::lin_x3_ok(a)) { printf("x3: operands not supported\n"); exit(1); }
     for (int part = 0; part < 2; part++) {
         ecn_x3::Args b = a;
-        if (part) { b.A += 3 * F; b.B += (int64_t)F * F; b.C += 3 * F; }
+        if (part) { b.A += 3 * F; b.B += (int64_t)F * F; b.C += 3 * F; if (pre) b.Bl += (int64_t)F * F; }
         const int bt = part ? Q - 1 : Q;
         switch (g_var) {
         case 0: x3_go<2, ecn_x3::X3_TC>(b, bt, beta); break;
         case 1: x3_go<2, ecn_x3::X3_CHAIN>(b, bt, beta); break;
         case 2: x3_go<2, ecn_x3::X3_CHAIN2>(b, bt, beta); break;
-        default: x3_go<4, ecn_x3::X3_CHAIN>(b, bt, beta); break;
+        case 3: x3_go<2, ecn_x3::X3_TC, true>(b, bt, beta); break;
+        case 4: x3_go<2, ecn_x3::X3_CHAIN, true>(b, bt, beta); break;
+        default: x3_go<2, ecn_x3::X3_CHAIN2, true>(b, bt, beta); break;
         }
     }
 }
@@ -166,7 +174,7 @@ static const char *var_name()
 {
     static char nm[48];
     const int *v = vars[g_var];
-    snprintf(nm, sizeof nm, "WN=%d %s", v[0], acc_name[v[1]]);
+    snprintf(nm, sizeof nm, "WN=%d %s%s", v[0], acc_name[v[1]], v[2] ? " pre-split W" : "");
     return nm;
 }
 
@@ -244,6 +252,8 @@ int main(int argc, char **argv)
     CK(cudaGetLastError());
     split_rn_k<<<1024, 256>>>(NW / 4, (const float4 *)W, (float4 *)Wh, (float4 *)Wl);
     split_tr_k<<<1024, 256>>>(NW / 4, (const float4 *)W, (float4 *)Wlt);
+    g_Wh = Wh;
+    g_Wl = Wl;
 
     /* does cuBLAS's TF32 truncate or round? */
     for (int mode = 1; mode <= 2; mode++) {

@@ -20,7 +20,7 @@ T0=$SECONDS
 X3ENV=${X3ENV-ECENET_FP32_GEMM=x3}
 [[ -x ./x3_check ]] && { echo "== x3_check"; ./x3_check 2>&1 | tee $OUT/x3_check.txt | grep -E "FAIL|refused|launch|x3_check:"; }
 [[ -x ./split_bench ]] && { echo "== split_bench"; ./split_bench 2>&1 | tee $OUT/split_bench.txt; }
-CFGS=("ecenet" "ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_X3_ACC=chain2" "ecenet ECENET_X3_ACC=tc")
+CFGS=("ecenet" "ecenet ECENET_FP32_GEMM=sgemm" "ecenet ECENET_X3_ACC=chain" "ecenet ECENET_X3_ACC=tc")
 [[ -x ecenet_base ]] && CFGS=("ecenet_base" "${CFGS[@]}")
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do
