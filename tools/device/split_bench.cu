@@ -13,6 +13,8 @@
  * and whether cuBLAS's TF32 kernels truncate or round their operands (the
  * tf32 row against DGEMMs of truncated and of rounded inputs). Then the
  * VJP form (Xb += Yb·W, beta 1, W transposed operand) in sgemm and 3x rn.
+ * The library's kernel (x3, cuda_linear_x3.cuh) in each accumulation, with
+ * W split in the kernel and split beforehand (PRE, "pre-split W").
  *   nvcc -O2 -arch=sm_90 -o split_bench tools/device/split_bench.cu -lcublas */
 #include <cmath>
 #include <cstdint>

@@ -5,8 +5,9 @@
 # split_bench (when it travelled in .cudabuild); the bench rows (ROWS,
 # default cuda:f64+nlist,cuda:f32+nlist; fp64 first so that the fp32 rows'
 # dE/E and dF/Fmax are errors against fp64) of the previous build when it
-# travelled, and of this one as built (the kernel with ECENET_X3_ACC=chain),
-# with ECENET_FP32_GEMM=sgemm, ECENET_X3_ACC=chain2 and =tc, alternated
+# travelled, and of this one as built (the kernel with ECENET_X3_ACC=chain2
+# on the pre-split weights), with ECENET_FP32_GEMM=sgemm, ECENET_X3_ACC=chain
+# and =tc, alternated
 # twice; then check_backends (CB_ROW, default the strict-fp32 row cuda:f32;
 # CB_CASES, default "golden ops") with X3ENV set (default
 # ECENET_FP32_GEMM=x3), the golden case again with sgemm; or, with FULL=1,
