@@ -10,7 +10,9 @@
  * 2. Memory hooks: an impossible allocation is a NULL, not a recorded CUDA
  *    error; upload/download/zero round trips.
  * 3. The TF32 switch (ecn_cuda_set_tf32 / ecn_cuda_tf32): returns the
- *    previous setting, and switching it back gives the same bits as before.
+ *    previous setting, and switching it back gives the same bits as before;
+ *    strict fp32 runs the split-TF32 GEMM on the engine's split weights,
+ *    TF32 neither.
  * 4. The device neighbour search (ops.h nlist_count / nlist_fill): on
  *    periodic, mixed and open systems, small cells with many images, atoms
  *    outside the cell, both cutoff orders, its lists and groupings equal the
@@ -185,6 +187,42 @@ START_TEST(test_tf32_switch)
 }
 END_TEST
 
+/* The engine's split weights (ops.h linear_split, ecn_engine_split): a
+ * strict-fp32 compute runs the split-TF32 GEMM on them (those runs count in
+ * ecn_cuda_fp32_gemm_x3_pre_runs), a TF32 compute runs neither; models
+ * with plain layers, attention MP and bottleneck layers. That a GEMM on
+ * them gives the bits of one splitting W itself is checked op by op in
+ * check_backends. */
+START_TEST(test_split_weights)
+{
+    static const char *names[] = {"diamond", "thglab_sum_pbc", "thglab_softmax"};
+    const char *name = names[_i];
+    ecenet_model *m = load_model(name);
+    structure s;
+    load_structure(name, &s);
+    for (int tf32 = 0; tf32 <= 1; tf32++) {
+        ecn_cuda_set_tf32(tf32);
+        const unsigned long long x0 = ecn_cuda_fp32_gemm_x3_runs(),
+                                 p0 = ecn_cuda_fp32_gemm_x3_pre_runs();
+        result r;
+        compute(m, ECENET_F32, &s, &r);
+        free(r.forces);
+        const unsigned long long x3 = ecn_cuda_fp32_gemm_x3_runs() - x0,
+                                 pre = ecn_cuda_fp32_gemm_x3_pre_runs() - p0;
+        printf("cuda split weights: %s %s: %llu split-TF32 GEMMs, %llu on split weights\n", name,
+               tf32 ? "tf32" : "fp32", x3, pre);
+        if (tf32)
+            ck_assert_msg(x3 == 0 && pre == 0, "%s tf32: %llu split-TF32 GEMMs ran", name, x3);
+        else
+            ck_assert_msg(pre > 0 && pre <= x3, "%s fp32: %llu of %llu GEMMs on split weights",
+                          name, pre, x3);
+    }
+    ecn_cuda_set_tf32(0);
+    check_no_cuda_error("split weights");
+    free_structure(&s);
+    ecenet_model_free(m);
+}
+END_TEST
 
 /* ---- the device neighbour search ------------------------------------------------------- */
 
@@ -558,6 +596,7 @@ int main(void)
     TCase *tf = tcase_create("tf32");
     tcase_set_timeout(tf, 600);
     tcase_add_test(tf, test_tf32_switch);
+    tcase_add_loop_test(tf, test_split_weights, 0, 3);
     suite_add_tcase(s, tf);
     TCase *nl = tcase_create("nlist");
     tcase_set_timeout(nl, 600);

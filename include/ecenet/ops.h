@@ -369,9 +369,11 @@ typedef struct ecenet_backend {
     void (*nlist_fill)(const ecenet_nlist *s, ecenet_idx types, const ecenet_nlist_out *edges,
                        const ecenet_nlist_out *nb);
     /* Optional: hl[0..n) = the high parts, hl[n..2n) = the low parts of the
-     * n weights x (backend memory) for the backend's split-TF32 GEMM; where
-     * present, the engine gives each linear w_split and w_t_split. */
-    void (*linear_split)(size_t n, const void *x, void *hl);
+     * n weights x (backend memory) for the backend's split-TF32 GEMM, and 0;
+     * nonzero (nothing written) where its GEMMs would not read them now
+     * (n = 0 only asks). Where present, the engine gives each linear
+     * w_split and w_t_split. */
+    int (*linear_split)(size_t n, const void *x, void *hl);
 } ecenet_backend;
 
 #ifdef __cplusplus

@@ -79,6 +79,8 @@ void ecn_engine_split(ecn_engine *eng)
     if (!eng->be->linear_split || eng->split_done)
         return;
     eng->split_done = 1;
+    if (eng->be->linear_split(0, NULL, NULL)) /* its GEMMs would not read them */
+        return;
     const ecn_config *c = &eng->model->cfg;
     const int nl = c->n_mp * c->n_layers, nmp = c->n_mp - 1;
     for (int k = 0; k < nl; k++) {

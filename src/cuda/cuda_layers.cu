@@ -48,8 +48,8 @@ namespace ecn_cu {
  * ECENET_FP32_GEMM=sgemm|x3 (mode: 0 cuBLAS SGEMM, 1 the kernel where it
  * applies; default ECN_CUDA_FP32_GEMM_DEFAULT; ecn_cuda_set_fp32_gemm
  * changes it) and ECENET_X3_ACC=chain2|chain|tc (how the sums accumulate,
- * cuda_linear_x3.cuh; default chain2: on the weights split at upload
- * (ops.h w_split) 15-20% faster than SGEMM on the H100 and half its error;
+ * cuda_linear_x3.cuh; default chain2: on the weights split once (ops.h
+ * w_split) 15-20% faster than SGEMM on the H100 and half its error;
  * chain is slower there (its registers spill), tc is biased); an unknown
  * value leaves the default. The tile is WN = 2 (128 ×
  * 64 outputs, two blocks of 4 warps per SM; WN = 4 was 14-21% slower on
@@ -100,10 +100,12 @@ static bool gemm_x3(cublasOperation_t tb, int N, int64_t E, int K, const float *
 {
     State &s = state();
     const X3Cfg &x = x3_cfg();
-    const bool pre = Bh && Bl;
     if (s.tf32 || !x.mode || tb != CUBLAS_OP_T || ldb != K || (beta != 0.0f && beta != 1.0f) ||
-        s.cc_major < 8 || s.smem_optin < ecn_x3::smem(X3_WN, pre) || batch > 65535)
+        s.cc_major < 8 || s.smem_optin < ecn_x3::smem(X3_WN) || batch > 65535)
         return false;
+    /* the split weights where given and their larger stages fit (else the
+     * kernel splits them itself: the same results) */
+    const bool pre = Bh && Bl && s.smem_optin >= ecn_x3::smem(X3_WN, true);
     ecn_x3::Args a = ecn_x3::make_args(E, N, K, A, lda, sA, pre ? Bh : B, sB, C, ldc, sC);
     if (pre)
         a.Bl = Bl;
@@ -145,16 +147,22 @@ template void gemm_lin<double>(cublasOperation_t, int, int64_t, int, const doubl
 
 /* ops.h linear_split (fp32): the weights' high and low parts, split as the
  * kernel splits its operands (ecn_x3::split), so that a GEMM on them gives
- * the same bits as one splitting W itself */
-static void linear_split_f32(size_t n, const void *x, void *hl)
+ * the same bits as one splitting W itself; 1 (nothing written) where the
+ * strict-fp32 GEMMs do not run the kernel (ECENET_FP32_GEMM=sgemm, a GPU
+ * before compute capability 8.0) */
+static int linear_split_f32(size_t n, const void *x, void *hl)
 {
+    const State &s = state();
+    if (!x3_cfg().mode || s.cc_major < 8 || s.smem_optin < ecn_x3::smem(X3_WN))
+        return 1;
     if (!n)
-        return;
+        return 0;
     float *h = (float *)hl;
     const size_t nb = (n + 255) / 256;
     ecn_x3::split_k<<<(unsigned)(nb < 4096 ? nb : 4096), 256>>>((int64_t)n, (const float *)x, h,
                                                                h + n);
     CU_LAUNCHED();
+    return 0;
 }
 
 /* ---- equivariant linear --------------------------------------------------------------------------- */

@@ -35,7 +35,7 @@
  * one block's prologue and epilogue overlap another's main loop; WN = 4: 8
  * warps, one block per SM at 255 registers, 14-21% slower), K in steps of
  * 32 through a 3-stage cp.async pipeline (PRE: a stage holds B's high and
- * low tiles, 96 KB for three stages, two blocks still fit an SM). Shared
+ * low tiles, 96 KB for three stages; two blocks still fit an H100/H200 SM). Shared
  * rows are 32 floats; a row's 16-byte chunk c sits at chunk c ^ 4(r & 1),
  * so the 8 lanes of a quarter-warp (rows g, g+1; chunks t) hit 32 distinct
  * banks. Within each 16-wide half of a K step the MMA's k index is
@@ -149,7 +149,7 @@ __device__ __forceinline__ int swz(int r, int c) { return r * BK + 4 * (c ^ (4 *
 
 /* the operand split once, for PRE: h[i] = rn_tf32(x[i]), l[i] = rn_tf32(x[i] - h[i]) as
  * the kernel splits (the same bits) */
-__global__ void split_k(int64_t n, const float *x, float *h, float *l)
+static __global__ void split_k(int64_t n, const float *x, float *h, float *l)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
