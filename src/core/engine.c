@@ -26,17 +26,24 @@ void ecn_engine_set_low_memory(ecn_engine *eng, int on, int64_t chunk_edges)
 size_t ecn_engine_param_bytes(const ecn_engine *eng) { return eng->param_bytes; }
 size_t ecn_engine_workspace_bytes(const ecn_engine *eng) { return eng->ws_bytes; }
 
-/* n reals of backend memory owned by the engine (freed with it); NULL (and
- * the engine marked failed) when out of memory */
-static void *own(ecn_engine *eng, size_t n)
+/* n reals of backend memory owned by the engine (freed with it); NULL when
+ * out of memory */
+static void *own_opt(ecn_engine *eng, size_t n)
 {
     void *p = eng->n_owned < ECN_MAX_OWNED ? eng->be->alloc(n * eng->be->real_size) : NULL;
-    if (!p) {
-        eng->failed = 1;
+    if (!p)
         return NULL;
-    }
     eng->owned[eng->n_owned++] = p;
     eng->param_bytes += n * eng->be->real_size;
+    return p;
+}
+
+/* the same for memory the engine needs: NULL marks it failed */
+static void *own(ecn_engine *eng, size_t n)
+{
+    void *p = own_opt(eng, n);
+    if (!p)
+        eng->failed = 1;
     return p;
 }
 
@@ -55,13 +62,9 @@ static const void *up(ecn_engine *eng, const void *src_, size_t n)
  * where there is no memory for it (not a failure: see ecn_engine_split) */
 static const void *split(ecn_engine *eng, const void *w, size_t n)
 {
-    void *p = w && eng->n_owned < ECN_MAX_OWNED ? eng->be->alloc(2 * n * eng->be->real_size)
-                                                : NULL;
-    if (!p)
-        return NULL;
-    eng->owned[eng->n_owned++] = p;
-    eng->param_bytes += 2 * n * eng->be->real_size;
-    eng->be->linear_split(n, w, p);
+    void *p = w ? own_opt(eng, 2 * n) : NULL;
+    if (p)
+        eng->be->linear_split(n, w, p);
     return p;
 }
 

@@ -74,6 +74,14 @@ static X3Cfg &x3_cfg()
 }
 static std::atomic<unsigned long long> x3_runs, x3_pre_runs;
 
+/* the strict-fp32 GEMMs may run the kernel at all (mode and GPU; the
+ * operands' own conditions are lin_x3_ok's) */
+static bool x3_usable()
+{
+    const State &s = state();
+    return x3_cfg().mode && s.cc_major >= 8 && s.smem_optin >= ecn_x3::smem(X3_WN);
+}
+
 /* PRE: B given split (a.B the high parts, a.Bl the low ones) */
 template <int ACC, bool PRE> static void x3_launch(const ecn_x3::Args &a, int batch, bool beta)
 {
@@ -96,33 +104,32 @@ template <bool PRE> static void x3_launch(int acc, const ecn_x3::Args &a, int ba
 
 static bool gemm_x3(cublasOperation_t tb, int N, int64_t E, int K, const float *B, int ldb,
                     long long sB, const float *A, int lda, long long sA, float beta, float *C,
-                    int ldc, long long sC, int batch, const float *Bh, const float *Bl)
+                    int ldc, long long sC, int batch, const float *Bs, long long lo)
 {
-    State &s = state();
-    const X3Cfg &x = x3_cfg();
-    if (s.tf32 || !x.mode || tb != CUBLAS_OP_T || ldb != K || (beta != 0.0f && beta != 1.0f) ||
-        s.cc_major < 8 || s.smem_optin < ecn_x3::smem(X3_WN) || batch > 65535)
+    const State &s = state();
+    if (s.tf32 || !x3_usable() || tb != CUBLAS_OP_T || ldb != K ||
+        (beta != 0.0f && beta != 1.0f) || batch > 65535)
         return false;
     /* the split weights where given and their larger stages fit (else the
      * kernel splits them itself: the same results) */
-    const bool pre = Bh && Bl && s.smem_optin >= ecn_x3::smem(X3_WN, true);
-    ecn_x3::Args a = ecn_x3::make_args(E, N, K, A, lda, sA, pre ? Bh : B, sB, C, ldc, sC);
+    const bool pre = Bs && s.smem_optin >= ecn_x3::smem(X3_WN, true);
+    ecn_x3::Args a = ecn_x3::make_args(E, N, K, A, lda, sA, pre ? Bs : B, sB, C, ldc, sC);
     if (pre)
-        a.Bl = Bl;
+        a.Bl = Bs + lo;
     if (!ecn_x3::lin_x3_ok(a) || ecn_x3::lin_x3_tiles(a, X3_WN) > INT_MAX)
         return false;
     const bool b1 = beta != 0.0f;
     if (pre)
-        x3_launch<true>(x.acc, a, batch, b1);
+        x3_launch<true>(x3_cfg().acc, a, batch, b1);
     else
-        x3_launch<false>(x.acc, a, batch, b1);
+        x3_launch<false>(x3_cfg().acc, a, batch, b1);
     x3_runs++;
     x3_pre_runs += pre;
     return true;
 }
 static bool gemm_x3(cublasOperation_t, int, int64_t, int, const double *, int, long long,
                     const double *, int, long long, double, double *, int, long long, int,
-                    const double *, const double *)
+                    const double *, long long)
 {
     return false; /* fp64: cuBLAS DGEMM */
 }
@@ -130,20 +137,20 @@ static bool gemm_x3(cublasOperation_t, int, int64_t, int, const double *, int, l
 template <typename T>
 void gemm_lin(cublasOperation_t tb, int N, int64_t E, int K, const T *B, int ldb, long long sB,
               const T *A, int lda, long long sA, T beta, T *C, int ldc, long long sC, int batch,
-              const T *Bh, const T *Bl)
+              const T *Bs, long long lo)
 {
     if (E <= 0 || batch <= 0)
         return;
-    if (!gemm_x3(tb, N, E, K, B, ldb, sB, A, lda, sA, beta, C, ldc, sC, batch, Bh, Bl))
+    if (!gemm_x3(tb, N, E, K, B, ldb, sB, A, lda, sA, beta, C, ldc, sC, batch, Bs, lo))
         gemm_sb(blas(1), tb, CUBLAS_OP_N, N, (int)E, K, (T)1, B, ldb, sB, A, lda, sA, beta, C,
                 ldc, sC, batch);
 }
 template void gemm_lin<float>(cublasOperation_t, int, int64_t, int, const float *, int, long long,
                               const float *, int, long long, float, float *, int, long long, int,
-                              const float *, const float *);
+                              const float *, long long);
 template void gemm_lin<double>(cublasOperation_t, int, int64_t, int, const double *, int,
                                long long, const double *, int, long long, double, double *, int,
-                               long long, int, const double *, const double *);
+                               long long, int, const double *, long long);
 
 /* ops.h linear_split (fp32): the weights' high and low parts, split as the
  * kernel splits its operands (ecn_x3::split), so that a GEMM on them gives
@@ -152,8 +159,7 @@ template void gemm_lin<double>(cublasOperation_t, int, int64_t, int, const doubl
  * before compute capability 8.0) */
 static int linear_split_f32(size_t n, const void *x, void *hl)
 {
-    const State &s = state();
-    if (!x3_cfg().mode || s.cc_major < 8 || s.smem_optin < ecn_x3::smem(X3_WN))
+    if (!x3_usable())
         return 1;
     if (!n)
         return 0;
@@ -324,15 +330,15 @@ static void linear_fwd_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
      * only (cuda_linear_frame.cu); cos m = 0 has no zeros and stays here */
     const bool packed = lin_frame_fwd<T>(E, p, X, Y);
     /* cos slices, m = 0..Q-1 (m = 0 only after the packed path) */
-    /* the split weights (fp32, ops.h w_split): high parts from wh, low ones from wl */
-    const T *wh = (const T *)p->w_split, *wl = wh ? wh + Q * sw : NULL;
+    /* the split weights (fp32, ops.h w_split): high parts at ws, low ones Q·sw further */
+    const T *ws = (const T *)p->w_split;
     gemm_lin<T>(CUBLAS_OP_T, fout, E, fin, w, fin, sw, X, 2 * Q * fin, 2LL * fin, (T)0, Y, 2 * Q * fout,
-              2LL * fout, packed ? 1 : Q, wh, wl);
+              2LL * fout, packed ? 1 : Q, ws, Q * sw);
     /* sin slices, m = 1..Q-1, and the sin m = 0 slot */
     if (Q > 1 && !packed)
         gemm_lin<T>(CUBLAS_OP_T, fout, E, fin, w + sw, fin, sw, X + 3 * fin, 2 * Q * fin,
                     2LL * fin, (T)0, Y + 3 * fout, 2 * Q * fout, 2LL * fout, Q - 1,
-                    wh ? wh + sw : NULL, wl ? wl + sw : NULL);
+                    ws ? ws + sw : NULL, Q * sw);
     if (!layer_sin0) {
         lin_sin0_fwd_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, X, Y);
         CU_LAUNCHED();
@@ -392,13 +398,13 @@ static void linear_vjp_run(int64_t E, const ecenet_linear_params *p, ecenet_idx 
         const T *wa = p->w_t ? (const T *)p->w_t : w;
         const cublasOperation_t ta = p->w_t ? CUBLAS_OP_T : CUBLAS_OP_N;
         const int lda = p->w_t ? fout : fin;
-        const T *wh = p->w_t ? (const T *)p->w_t_split : NULL, *wl = wh ? wh + Q * sw : NULL;
+        const T *ws = p->w_t ? (const T *)p->w_t_split : NULL;
         gemm_lin<T>(ta, fin, E, fout, wa, lda, sw, Yb, 2 * Q * fout, 2LL * fout, (T)1, Xb,
-                    2 * Q * fin, 2LL * fin, packed ? 1 : Q, wh, wl);
+                    2 * Q * fin, 2LL * fin, packed ? 1 : Q, ws, Q * sw);
         if (Q > 1 && !packed)
             gemm_lin<T>(ta, fin, E, fout, wa + sw, lda, sw, Yb + 3 * fout, 2 * Q * fout,
                         2LL * fout, (T)1, Xb + 3 * fin, 2 * Q * fin, 2LL * fin, Q - 1,
-                        wh ? wh + sw : NULL, wl ? wl + sw : NULL);
+                        ws ? ws + sw : NULL, Q * sw);
         if (!sin0_zero && !packed) {
             lin_sin0_vjp_k<T><<<sin0_blocks(E), 256>>>(E, fin, fout, Q, w, Yb, Xb);
             CU_LAUNCHED();

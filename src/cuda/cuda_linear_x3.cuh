@@ -86,20 +86,7 @@ struct Args {
 static inline Args make_args(int64_t E, int N, int K, const float *A, int64_t lda, int64_t sA,
                              const float *B, int64_t sB, float *C, int64_t ldc, int64_t sC)
 {
-    Args a;
-    a.A = A;
-    a.B = B;
-    a.Bl = nullptr;
-    a.C = C;
-    a.lda = lda;
-    a.ldc = ldc;
-    a.sA = sA;
-    a.sB = sB;
-    a.sC = sC;
-    a.E = E;
-    a.K = K;
-    a.N = N;
-    return a;
+    return Args{A, B, nullptr, C, lda, ldc, sA, sB, sC, E, K, N};
 }
 
 __device__ __forceinline__ uint32_t rn_tf32(float x)

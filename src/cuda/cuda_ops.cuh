@@ -20,13 +20,13 @@ template <typename T> void fill_nlist(ecenet_backend &b);    /* cuda_nlist.cu */
  * op(B) = tb, op(A) = N (gemm_sb's arguments, alpha 1): C (=|+=) A·op(B)ᵀ
  * per batch, beta 0 or 1. Strict fp32 with tb = T (B: N×K, rows of K) runs
  * the split-TF32 kernel where it applies (cuda_linear_x3.cuh), else cuBLAS;
- * Bh, Bl (optional): B's high and low parts as linear_split makes them (at
- * B's strides), which the kernel then need not split itself (the same
- * results, measured 10-14% faster). */
+ * Bs (optional): B's high parts as linear_split makes them (at B's
+ * strides), its low parts lo further on, which the kernel then need not
+ * split itself (the same results, measured 10-14% faster). */
 template <typename T>
 void gemm_lin(cublasOperation_t tb, int N, int64_t E, int K, const T *B, int ldb, long long sB,
               const T *A, int lda, long long sA, T beta, T *C, int ldc, long long sC, int batch,
-              const T *Bh = nullptr, const T *Bl = nullptr);
+              const T *Bs = nullptr, long long lo = 0);
 
 /* cuda_layer_tc.cu: the fused layer forward on tensor cores (fp32: TF32 or
  * split TF32); false (nothing done) where it does not apply */
