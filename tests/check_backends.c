@@ -1160,9 +1160,15 @@ static void test_mp(tctx *c, setup *u)
     const int T = dm->T, B = dm->B;
     tens X = features(c, dm->E, dm->Q, dm->F, 1), D = t_rand(c, E * ND, 0.5);
     tens g = t_out(c, E * BS);
-    ref_mp_pack_unrotate_fwd(dm, X.h, D.h, g.h);
-    be->mp_pack_unrotate_fwd(&u->dd, X.d, D.d, g.d);
+    ref_mp_pack_unrotate_fwd(dm, X.h, D.h, g.h, NULL);
+    be->mp_pack_unrotate_fwd(&u->dd, X.d, D.d, g.d, NULL);
     t_check(c, &g, "mp_pack_unrotate_fwd", "g", 0);
+    /* again, keeping the input for the backward as the engine does */
+    tens g2 = t_out(c, E * BS), Xs = t_out(c, E * XE);
+    ref_mp_pack_unrotate_fwd(dm, X.h, D.h, g2.h, Xs.h);
+    be->mp_pack_unrotate_fwd(&u->dd, X.d, D.d, g2.d, Xs.d);
+    t_check(c, &g2, "mp_pack_unrotate_fwd (saving X)", "g", 0);
+    t_check(c, &Xs, "mp_pack_unrotate_fwd (saving X)", "copy of X", 0);
     tens gbar = t_rand(c, E * BS, 1.0), Xb = t_acc(c, E * XE), Db = t_acc(c, E * ND);
     ref_mp_pack_unrotate_vjp(dm, X.h, D.h, gbar.h, Xb.h, Db.h);
     be->mp_pack_unrotate_vjp(&u->dd, X.d, D.d, gbar.d, Xb.d, Db.d);

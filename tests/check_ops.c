@@ -1876,7 +1876,8 @@ static void pk_fwd_cb(const op_case *c, double *out)
     arena a = arena_of(c->be);
     const ecenet_dims *d = &c->x->dm;
     void *g = a_put(&a, out, gsize(d));
-    c->be->mp_pack_unrotate_fwd(d, a_put(&a, c->in[0], xsize(d)), a_put(&a, c->in[1], dsize(d)), g);
+    c->be->mp_pack_unrotate_fwd(d, a_put(&a, c->in[0], xsize(d)), a_put(&a, c->in[1], dsize(d)), g,
+                                NULL);
     a_get(&a, out, g, gsize(d));
     a_free(&a);
 }

@@ -287,8 +287,10 @@ typedef struct ecenet_backend {
                       const void *Z, void *Xbar, void *tmp);
 
     /* ---- message passing (SPEC §13) ---- */
-    /* g (E,B,S) = pack(X) · Dᵀ */
-    void (*mp_pack_unrotate_fwd)(const ecenet_dims *dm, const void *X, const void *D, void *g);
+    /* g (E,B,S) = pack(X) · Dᵀ; Xs, when not NULL, receives a copy of X (E,Q,2,F): the VJP's
+     * input saved while X is read anyway, where the caller then changes X in place */
+    void (*mp_pack_unrotate_fwd)(const ecenet_dims *dm, const void *X, const void *D, void *g,
+                                 void *Xs);
     void (*mp_pack_unrotate_vjp)(const ecenet_dims *dm, const void *X, const void *D,
                                  const void *gbar, void *Xbar, void *Dbar);
     /* Public MP weight (§13): w (E,F) per channel f = b(L+1)+l,

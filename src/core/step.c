@@ -166,7 +166,9 @@ static void plan(const ecn_shape *sh, const ecn_config *c, size_t rs, carve *cv,
             w->Sin[g] = RL(E * XE, "copy", 1);
     }
     for (int k = 0; k < sh->n_mp_layers; k++) {
-        w->Xmp[k] = RL(E * XE, sh->attn ? "linear_fwd" : "copy", 1);
+        /* attention: the message; public: the layer's input, for its backward only */
+        if (sh->attn || sh->grad)
+            w->Xmp[k] = RL(E * XE, sh->attn ? "linear_fwd" : "mp_pack_unrotate_fwd", 1);
         w->g[k] = RL(E * BS, "mp_pack_unrotate_fwd", 1);
         w->w[k] = RL(E * F, sh->attn ? "mp_attn_weight_fwd" : "mp_weight_fwd", 1);
         w->Delta[k] = RL(N * BS, "mp_scatter_fwd", 1);
@@ -552,15 +554,17 @@ static void stage_bwd(ecn_run *r, int g)
     }
 }
 
-/* Public MP layer q (SPEC §13): X += unpack(Δ[edge_i]·D), Δ = scatter(pack(X)·Dᵀ ⊙ w). */
+/* Public MP layer q (SPEC §13): X += unpack(Δ[edge_i]·D), Δ = scatter(pack(X)·Dᵀ ⊙ w).
+ * X changes in place, so the pack keeps the copy of its input that the backward needs
+ * (Xmp, NULL without a backward) as it reads X: no separate copy pass. */
 static void mp_edge_fwd(ecn_run *r, int q)
 {
     section(r, "mp%d", q, 0);
     const ecenet_backend *be = r->be;
     ecn_ws *w = r->w;
     const ecenet_dims *dm = r->dm;
-    OP(r, "copy", be->copy(w->Xmp[q], w->X, (size_t)dm->E * r->XE * r->rsz));
-    OP(r, "mp_pack_unrotate_fwd", be->mp_pack_unrotate_fwd(dm, w->Xmp[q], w->D, w->g[q]));
+    OP(r, "mp_pack_unrotate_fwd",
+       be->mp_pack_unrotate_fwd(dm, w->X, w->D, w->g[q], w->Xmp[q]));
     OP(r, "mp_weight_fwd",
        be->mp_weight_fwd(dm, r->sh->K_mp, w->tsrc, w->ttgt, w->fr_mp, r->eng->W_msg[q], w->w[q]));
     OP(r, "mp_scatter_fwd", be->mp_scatter_fwd(dm, w->edge_j, w->g[q], w->w[q], w->Delta[q]));
@@ -614,7 +618,7 @@ static void mp_attn_fwd(ecn_run *r, int q)
     snprintf(name, sizeof name, "mp%d.scores", q);
     emit(r, name, w->sc[q], (size_t)E * c->n_scores);
     OP(r, "add", be->add((int64_t)(E * r->XE), w->X, w->Xmp[q]));
-    OP(r, "mp_pack_unrotate_fwd", be->mp_pack_unrotate_fwd(dm, w->Xmp[q], w->D, w->g[q]));
+    OP(r, "mp_pack_unrotate_fwd", be->mp_pack_unrotate_fwd(dm, w->Xmp[q], w->D, w->g[q], NULL));
     OP(r, "mp_attn_weight_fwd",
        be->mp_attn_weight_fwd(dm, c->mp_n_heads, c->mp_l_attention, c->mp_type, c->mp_msg_envelope,
                               w->edge_j, w->sc[q], w->fc, w->a[q], w->w[q], w->attn_tmp));

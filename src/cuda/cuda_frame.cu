@@ -184,7 +184,7 @@ void launch_frame_in(int64_t E, const Geo &g, const Rows<T> &rows, const T *D, T
  * blockDim = S·(a whole number): a thread keeps one s (so its l, D offsets
  * and slot range are fixed for the whole kernel) and walks b in steps. */
 template <typename T>
-__global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G)
+__global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G, T *Xs)
 {
     extern __shared__ unsigned char smraw[];
     const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1;
@@ -193,8 +193,12 @@ __global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G)
     const int l = l_of_s(s), sp = s - l * l, n = 2 * l + 1, ml = l < g.M ? l : g.M;
     const int dof = dblock(l) + sp * n + l;
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
-        for (int q = threadIdx.x; q < XE; q += blockDim.x)
-            sX[q] = X[e * XE + q];
+        for (int q = threadIdx.x; q < XE; q += blockDim.x) {
+            const T v = X[e * XE + q];
+            sX[q] = v;
+            if (Xs)
+                Xs[e * XE + q] = v;
+        }
         for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
             sD[q] = D[e * g.ND + q];
         __syncthreads();
@@ -539,7 +543,8 @@ static void dist_embed_vjp(const ecenet_dims *dm, int K, const void *fr, const v
 
 /* ---- launchers for message passing (cuda_mp.cu) --------------------------------------------------- */
 
-template <typename T> void launch_frame_out(int64_t E, const Geo &g, const T *X, const T *D, T *G)
+template <typename T>
+void launch_frame_out(int64_t E, const Geo &g, const T *X, const T *D, T *G, T *Xs)
 {
     if (E <= 0)
         return;
@@ -552,7 +557,7 @@ template <typename T> void launch_frame_out(int64_t E, const Geo &g, const T *X,
              __LINE__);
         return;
     }
-    frame_out_k<T><<<grid_items(E), th, sm>>>(E, g, X, D, G);
+    frame_out_k<T><<<grid_items(E), th, sm>>>(E, g, X, D, G, Xs);
     CU_LAUNCHED();
 }
 
@@ -572,7 +577,7 @@ void launch_pu_vjp(int64_t E, const Geo &g, const T *X, const T *D, const T *Gb,
     template void launch_frame_in<T, false>(int64_t, const Geo &, const Rows<T> &, const T *,     \
                                             T *);                                                  \
     template void launch_frame_in<T, true>(int64_t, const Geo &, const Rows<T> &, const T *, T *); \
-    template void launch_frame_out<T>(int64_t, const Geo &, const T *, const T *, T *);            \
+    template void launch_frame_out<T>(int64_t, const Geo &, const T *, const T *, T *, T *);       \
     template void launch_frame_dbar<T>(int64_t, const Geo &, const Rows<T> &, const T *, T *);     \
     template void launch_frame_atom<T>(int64_t, const Geo &, int, const ecenet_csr *, int,         \
                                        const ecenet_csr *, int, const T *, const T *, T *);        \

@@ -38,8 +38,9 @@ __device__ static inline int l_of_s(int s)
 /* X[e] (=|+=) select(rows(e)·D_e) */
 template <typename T, bool ACC>
 void launch_frame_in(int64_t E, const Geo &g, const Rows<T> &rows, const T *D, T *X);
-/* G[e] = pack(X[e])·D_eᵀ */
-template <typename T> void launch_frame_out(int64_t E, const Geo &g, const T *X, const T *D, T *G);
+/* G[e] = pack(X[e])·D_eᵀ; Xs (optional) = X */
+template <typename T>
+void launch_frame_out(int64_t E, const Geo &g, const T *X, const T *D, T *G, T *Xs);
 /* Dbar[e] += rows(e)ᵀ·select⁻¹(Xs[e]) */
 template <typename T>
 void launch_frame_dbar(int64_t E, const Geo &g, const Rows<T> &rows, const T *Xs, T *Dbar);

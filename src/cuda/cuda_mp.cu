@@ -12,10 +12,11 @@ namespace ecn_cu {
 /* ---- message passing ---------------------------------------------------------------------------------- */
 
 template <typename T>
-static void mp_pack_unrotate_fwd(const ecenet_dims *dm, const void *X, const void *D, void *G)
+static void mp_pack_unrotate_fwd(const ecenet_dims *dm, const void *X, const void *D, void *G,
+                                 void *Xs)
 {
     state();
-    launch_frame_out<T>(dm->E, geo(dm), (const T *)X, (const T *)D, (T *)G);
+    launch_frame_out<T>(dm->E, geo(dm), (const T *)X, (const T *)D, (T *)G, (T *)Xs);
 }
 
 template <typename T>

@@ -9,10 +9,10 @@
 #include "omp_ops.h"
 
 void OMP_FN(omp_mp_pack_unrotate_fwd)(const ecenet_dims *dm, const void *X_, const void *D_,
-                                      void *g_)
+                                      void *g_, void *Xs_)
 {
     const real *X = X_, *D = D_;
-    real *g = g_;
+    real *g = g_, *Xs = Xs_;
     const int64_t XE = (int64_t)dm->Q * 2 * dm->F, BS = (int64_t)dm->B * dm->S;
     const int B = dm->B, S = dm->S;
 #pragma omp parallel
@@ -28,6 +28,8 @@ void OMP_FN(omp_mp_pack_unrotate_fwd)(const ecenet_dims *dm, const void *X_, con
             for (int b = 0; b < B; b++)
                 for (int s = 0; s < S; s++)
                     ge[(int64_t)b * S + s] = gt[(int64_t)s * B + b];
+            if (Xs) /* while the edge's features are in cache */
+                memcpy(Xs + e * XE, X + e * XE, (size_t)XE * sizeof(real));
         }
     }
 }

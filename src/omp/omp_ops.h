@@ -109,7 +109,7 @@ void OMP_FN(omp_layer_vjp)(int64_t E, const ecenet_linear_params *lin,
                            const void *Z, void *Xbar, void *tmp);
 /* omp_mp.c */
 void OMP_FN(omp_mp_pack_unrotate_fwd)(const ecenet_dims *dm, const void *X, const void *D,
-                                      void *g);
+                                      void *g, void *Xs);
 void OMP_FN(omp_mp_pack_unrotate_vjp)(const ecenet_dims *dm, const void *X, const void *D,
                                       const void *gbar, void *Xbar, void *Dbar);
 void OMP_FN(omp_mp_weight_fwd)(const ecenet_dims *dm, int K, ecenet_idx tsrc, ecenet_idx ttgt,

@@ -83,7 +83,8 @@ void ref_realspace_vjp(int64_t E, const ecenet_realspace_params *p, ecenet_idx t
                        ecenet_idx ttgt, const void *X, const void *Ybar, void *Xbar);
 void ref_add(int64_t n, const void *X, void *Y);
 /* ref_mp.c */
-void ref_mp_pack_unrotate_fwd(const ecenet_dims *dm, const void *X, const void *D, void *g);
+void ref_mp_pack_unrotate_fwd(const ecenet_dims *dm, const void *X, const void *D, void *g,
+                              void *Xs);
 void ref_mp_pack_unrotate_vjp(const ecenet_dims *dm, const void *X, const void *D,
                               const void *gbar, void *Xbar, void *Dbar);
 void ref_mp_weight_fwd(const ecenet_dims *dm, int K, ecenet_idx tsrc, ecenet_idx ttgt,

@@ -3,13 +3,17 @@
  * -> unpack -> residual add. */
 #include "ref.h"
 
-void ref_mp_pack_unrotate_fwd(const ecenet_dims *dm, const void *X_, const void *D_, void *g_)
+void ref_mp_pack_unrotate_fwd(const ecenet_dims *dm, const void *X_, const void *D_, void *g_,
+                              void *Xs_)
 {
     const double *X = X_, *D = D_;
-    double *g = g_;
+    double *g = g_, *Xs = Xs_;
     const int64_t XE = (int64_t)dm->Q * 2 * dm->F, BS = (int64_t)dm->B * dm->S;
     for (int64_t e = 0; e < dm->E; e++)
         ref_frame_out(dm, X + e * XE, D + e * dm->ND, g + e * BS);
+    if (Xs)
+        for (int64_t i = 0; i < dm->E * XE; i++)
+            Xs[i] = X[i];
 }
 
 void ref_mp_pack_unrotate_vjp(const ecenet_dims *dm, const void *X_, const void *D_,
