@@ -81,13 +81,34 @@ template <int QT> __device__ static inline void lds(const double *p, double (&v)
     }
 }
 
-/* activation and its derivative; SiLU in fp32 through the fast intrinsics
- * (MUFU ex2/rcp: a few ulp, far below the fp32 tolerance) */
+/* exp(-x) and a/b as __expf and __fdividef compute them (one MUFU op each,
+ * ex2.approx and a·rcp.approx) but in their flush-to-zero forms: the plain
+ * forms guard against subnormal operands with a compare and two scaling
+ * multiplies around each MUFU op, which made the SiLU 11 instructions
+ * instead of 5, and the fp32 RealSpace kernels issue-bound on the H200 (ncu:
+ * 75% of issue slots busy in rs_fwd_vk). Here the guards cannot matter: a
+ * subnormal e^-x is lost in 1 + e^-x either way, and 1 + e^-x >= 1; only x <
+ * -87.3 (b > 2^126) gives -0 instead of a subnormal (|x/b| < 1e-36). */
+__device__ static inline float exp_neg_ftz(float x)
+{
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * -1.44269504f));
+    return r;
+}
+__device__ static inline float div_ftz(float a, float b)
+{
+    float r;
+    asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+/* activation and its derivative; SiLU in fp32 through the fast MUFU ops
+ * (a few ulp, far below the fp32 tolerance) */
 template <typename T, bool SILU> __device__ static inline T rs_act(int act, T x)
 {
     if (SILU) {
         if (sizeof(T) == 4)
-            return (T)__fdividef((float)x, 1.0f + __expf(-(float)x));
+            return (T)div_ftz((float)x, 1.0f + exp_neg_ftz((float)x));
         return x / ((T)1 + exp(-x));
     }
     return act_f(act, x);
@@ -97,7 +118,7 @@ template <typename T, bool SILU> __device__ static inline T rs_act_g(int act, T 
     if (SILU) {
         T s;
         if (sizeof(T) == 4)
-            s = (T)__fdividef(1.0f, 1.0f + __expf(-(float)x));
+            s = (T)div_ftz(1.0f, 1.0f + exp_neg_ftz((float)x));
         else
             s = (T)1 / ((T)1 + exp(-x));
         return s * ((T)1 + x * ((T)1 - s));

@@ -30,9 +30,11 @@ strip -s $P/ecenet $P/check_* $P/cuda_bench
 cp -L /usr/lib/x86_64-linux-gnu/{libblis.so.4,libsubunit.so.0,libcjson.so.1} $P/lib/
 mkdir -p .cudabuild && rm -f .cudabuild/bin.tar.xz && tar -C $P -cJf .cudabuild/bin.tar.xz .
 ls -la .cudabuild/bin.tar.xz
-# BASE=dir (a previous pack unpacked there): its ecenet travels as ecenet_base
-# in .cudabuild/base.tar.xz, for the alternated comparison in iter.sh
+# BASE=dir (a previous pack unpacked there): its ecenet (and cuda_bench, if
+# there) travel as ecenet_base (cuda_bench_base) in .cudabuild/base.tar.xz,
+# for the alternated comparisons in iter.sh, ab.sh and x3.sh
 if [[ -n $BASE ]]; then
   rm -rf /tmp/cbbase && mkdir -p /tmp/cbbase && cp $BASE/ecenet /tmp/cbbase/ecenet_base
+  [[ -x $BASE/cuda_bench ]] && cp $BASE/cuda_bench /tmp/cbbase/cuda_bench_base
   tar -C /tmp/cbbase -cJf .cudabuild/base.tar.xz . && ls -la .cudabuild/base.tar.xz
 fi
