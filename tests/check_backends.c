@@ -1169,6 +1169,7 @@ static void test_mp(tctx *c, setup *u)
     be->mp_pack_unrotate_fwd(&u->dd, X.d, D.d, g2.d, Xs.d);
     t_check(c, &g2, "mp_pack_unrotate_fwd (saving X)", "g", 0);
     t_check(c, &Xs, "mp_pack_unrotate_fwd (saving X)", "copy of X", 0);
+    t_same_bits(c, &Xs, &X, "mp_pack_unrotate_fwd (saving X)", "copy of X, bit for bit");
     tens gbar = t_rand(c, E * BS, 1.0), Xb = t_acc(c, E * XE), Db = t_acc(c, E * ND);
     ref_mp_pack_unrotate_vjp(dm, X.h, D.h, gbar.h, Xb.h, Db.h);
     be->mp_pack_unrotate_vjp(&u->dd, X.d, D.d, gbar.d, Xb.d, Db.d);

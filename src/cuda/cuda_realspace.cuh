@@ -86,9 +86,11 @@ template <int QT> __device__ static inline void lds(const double *p, double (&v)
  * forms guard against subnormal operands with a compare and two scaling
  * multiplies around each MUFU op, which made the SiLU 11 instructions
  * instead of 5, and the fp32 RealSpace kernels issue-bound on the H200 (ncu:
- * 75% of issue slots busy in rs_fwd_vk). Here the guards cannot matter: a
- * subnormal e^-x is lost in 1 + e^-x either way, and 1 + e^-x >= 1; only x <
- * -87.3 (b > 2^126) gives -0 instead of a subnormal (|x/b| < 1e-36). */
+ * 75% of issue slots busy in rs_fwd_vk). Here the guards barely matter: a
+ * subnormal e^-x is lost in 1 + e^-x either way, 1 + e^-x >= 1, and
+ * div.approx returns 0 for b > 2^126 in both forms; only a subnormal x or
+ * x/b (|x| < 2^-125) becomes ±0, a change below 1.2e-38. The derivative's
+ * s = 1/(1 + e^-x) is the same in both forms. */
 __device__ static inline float exp_neg_ftz(float x)
 {
     float r;
