@@ -118,6 +118,19 @@ START_TEST(test_accounting)
                     bytes += rows[r].bytes;
                     saved += rows[r].saved_bytes;
                 }
+                /* the layers' linear outputs: one per layer for the backward, one
+                 * buffer shared by every layer in a step without one */
+                const size_t zb = (size_t)g.edges.n * m->cfg.Q * 2 * m->cfg.F * be->real_size;
+                const size_t n_lin = (size_t)m->cfg.n_mp * m->cfg.n_layers;
+                size_t lin_bytes = 0;
+                for (size_t r = 0; r < nr; r++)
+                    if (!strcmp(rows[r].key, "linear_fwd"))
+                        lin_bytes = rows[r].bytes;
+                if (joint)
+                    ck_assert_msg(lin_bytes >= n_lin * zb, "%s: Z %zu bytes", be->name, lin_bytes);
+                else
+                    ck_assert_msg(lin_bytes >= zb && lin_bytes < zb + 64, "%s: Z %zu bytes (%zu)",
+                                  be->name, lin_bytes, zb);
                 free(rows);
                 ck_assert_msg(bytes == prof.workspace_bytes, "%s: memory rows %zu != workspace %zu",
                               be->name, bytes, prof.workspace_bytes);

@@ -154,8 +154,9 @@ static void plan(const ecn_shape *sh, const ecn_config *c, size_t rs, carve *cv,
     w->X0 = sep0 ? RL(E * XE, "edge_frame_fwd", 1) : w->X;
     const size_t Zw = c->bottleneck_dim ? XW : XE;
     if (!sh->lm) {
+        /* the backward reads every layer's Z; a step without one reuses one buffer */
         for (int k = 0; k < sh->n_lin; k++)
-            w->Z[k] = RL(E * Zw, "linear_fwd", 1);
+            w->Z[k] = sh->grad || k == 0 ? RL(E * Zw, "linear_fwd", 1) : w->Z[0];
     } else {
         const size_t C = (size_t)sh->chunk;
         for (int k = 0; k < c->n_layers; k++)
