@@ -1060,7 +1060,7 @@ static void test_layers(tctx *c, setup *u)
      * weights or affine; its VJP GEMM in split TF32 only */
     /* the table flags (rs_mode): sin0_zero (the model's case: tables with
      * sin(0·θ) = 0 and a zero sin m = 0 input slot), which lets cuda skip
-     * that slot, and grid_sym, which lets omp fold the grid */
+     * that slot, and grid_sym, which lets omp and cuda fold the grid */
     if (be->layer_fwd || be->layer_vjp)
         for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2)
         for (int variant = 0; variant < 3; variant++)

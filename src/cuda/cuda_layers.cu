@@ -697,7 +697,7 @@ __device__ static inline double mul_rn(double a, double b) { return __dmul_rn(a,
 /* Y (=|+=) RealSpace(X); R = E·F/V vector rows. No sin0_zero variant: skipping
  * that slot here measured slower on the H200 (0.207 -> 0.240 ms, fp32, E = 44k),
  * unlike the VJP (rs_vjp_launch's z0). */
-template <typename T, int VC, bool ACC, bool SILU>
+template <typename T, int VC, bool ACC, bool SILU, bool SYM = false>
 __global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
                                                   const T *__restrict__ X, T *Y)
 {
@@ -717,7 +717,10 @@ __global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
         const int64_t o = rs_vrow(a, r, R, X, xc, xs, yc, ys, scale, shift, f0);
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += VC)
-            rs_grid_v<T, Q, V, VC, SILU>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
+            if (SYM)
+                rs_grid_sym_v<T, Q, V, VC, SILU>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
+            else
+                rs_grid_v<T, Q, V, VC, SILU>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
         rs_vstore<T, V, ACC>(Y + o, F, yc, ys);
     }
 }
@@ -728,7 +731,7 @@ __global__ void __launch_bounds__(512) rs_fwd_vk(int64_t R, RS<T> a, int rpt,
  * lin_bias_k), Z's sin m = 0 slot is written zero without being read, and
  * X's sin m = 0 slot (whose RealSpace output is exactly zero) is left alone.
  * Otherwise the operations of rs_fwd_vk<ACC = true> in the same order. */
-template <typename T, int VC, bool SILU>
+template <typename T, int VC, bool SILU, bool SYM = false>
 __global__ void __launch_bounds__(512) rs_layer_fwd_vk(int64_t R, RS<T> a, int rpt,
                                                         const T *__restrict__ bias, T *Z, T *X)
 {
@@ -757,8 +760,70 @@ __global__ void __launch_bounds__(512) rs_layer_fwd_vk(int64_t R, RS<T> a, int r
         vst(Z + o + F, xs[0]); /* zeros */
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += VC)
-            rs_grid_v<T, Q, V, VC, SILU, true>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
+            if (SYM)
+                rs_grid_sym_v<T, Q, V, VC, SILU, true>(sm, G, a.act, v0, xc, xs, scale, shift, yc,
+                                                       ys);
+            else
+                rs_grid_v<T, Q, V, VC, SILU, true>(sm, G, a.act, v0, xc, xs, scale, shift, yc, ys);
         rs_vstore<T, V, true, true>(X + o, F, yc, ys);
+    }
+}
+
+/* The VJP grid of rs_vjp_vk on a mirror-symmetric grid (rs_grid_sym_v's
+ * pairs): per pair (θ_k, -θ_k) the analysis-side sums A (cos) and B (sin)
+ * give ḡ = A ± B, the recomputed grid f = c ± s, and the synthesis-side
+ * updates take the pair's even and odd parts f̄+ + f̄-, f̄+ - f̄-. */
+template <typename T, int Q, int V, int VC, bool SILU, bool Z0>
+__device__ static inline void rs_vjp_sym_v(const T *tab, int G, int act, int v0,
+                                           const T (&xc)[Q][V], const T (&xs)[Q][V],
+                                           const T (&bc)[Q][V], const T (&bs)[Q][V],
+                                           const T (&scale)[V], const T (&shift)[V],
+                                           T (&gc)[Q][V], T (&gs)[Q][V])
+{
+    {
+        T cs[Q], ss[Q], ca[Q], sa[Q];
+        rs_tab_k<T, Q>(tab, 0, cs, ss, ca, sa);
+#pragma unroll
+        for (int v = v0; v < v0 + VC; v++) {
+            T A = 0, c = 0;
+#pragma unroll
+            for (int m = 0; m < Q; m++) {
+                A += bc[m][v] * ca[m];
+                c += xc[m][v] * cs[m];
+            }
+            const T fb = A * rs_act_g<T, SILU>(act, scale[v] * c + shift[v]) * scale[v];
+#pragma unroll
+            for (int m = 0; m < Q; m++)
+                gc[m][v] += fb * cs[m];
+        }
+    }
+    for (int k = 1; 2 * k < G; k++) {
+        T cs[Q], ss[Q], ca[Q], sa[Q];
+        rs_tab_k<T, Q>(tab, k, cs, ss, ca, sa);
+#pragma unroll
+        for (int v = v0; v < v0 + VC; v++) {
+            T A = 0, B = 0, c = 0, s = 0;
+#pragma unroll
+            for (int m = 0; m < Q; m++) {
+                A += bc[m][v] * ca[m];
+                c += xc[m][v] * cs[m];
+                if (!Z0 || m) {
+                    B += bs[m][v] * sa[m];
+                    s += xs[m][v] * ss[m];
+                }
+            }
+            const T fp =
+                (A + B) * rs_act_g<T, SILU>(act, scale[v] * (c + s) + shift[v]) * scale[v];
+            const T fm =
+                (A - B) * rs_act_g<T, SILU>(act, scale[v] * (c - s) + shift[v]) * scale[v];
+            const T fe = fp + fm, fo = fp - fm;
+#pragma unroll
+            for (int m = 0; m < Q; m++) {
+                gc[m][v] += fe * cs[m];
+                if (!Z0 || m)
+                    gs[m][v] += fo * ss[m];
+            }
+        }
     }
 }
 
@@ -766,7 +831,8 @@ __global__ void __launch_bounds__(512) rs_layer_fwd_vk(int64_t R, RS<T> a, int r
  * Z0 (a sin0_zero layer): the sin m = 0 slots of X and Ybar are not read (their
  * table entries are zero, so they never matter); that slot of the output is
  * exactly zero (still stored when overwriting, skipped when accumulating). */
-template <typename T, int VC, bool ACC, bool SILU, bool Z0 = false, int V = Vec<T>::n>
+template <typename T, int VC, bool ACC, bool SILU, bool Z0 = false, int V = Vec<T>::n,
+          bool SYM = false>
 __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
                                                   const T *__restrict__ X,
                                                   const T *__restrict__ Yb, T *Xb)
@@ -788,6 +854,10 @@ __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
         rs_vload<T, V, Z0>(Yb + o, F, bc, bs);
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += VC) {
+            if constexpr (SYM)
+                rs_vjp_sym_v<T, Q, V, VC, SILU, Z0>(sm, G, a.act, v0, xc, xs, bc, bs, scale,
+                                                    shift, gc, gs);
+            else
             for (int k = 0; k < G; k++) {
                 T cs[Q], ss[Q], ca[Q], sa[Q];
                 rs_tab_k<T, Q>(sm, k, cs, ss, ca, sa);
@@ -881,6 +951,23 @@ static bool rs_vjp_v2()
     return v2;
 }
 
+/* the folded vector kernels on a grid_sym layer (rs_grid_sym_v, rs_vjp_sym_v),
+ * as in omp: on by default, env ECENET_RS_SYM=0 (read once) turns them off.
+ * They remove a quarter of the fp32 kernels' instructions (ncu, H100, E =
+ * 44,000: forward 145.3M -> 107.4M warp instructions, layer VJP 235.1M ->
+ * 165.7M), which the fp32 kernels, memory-bound on an H100, do not show
+ * there; the fp64 ones gain 6-13% (layer VJP 0.837 -> 0.727 ms). */
+static bool rs_sym(const ecenet_realspace_params *p)
+{
+    static int on;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const char *v = getenv("ECENET_RS_SYM");
+        on = !(v && !strcmp(v, "0"));
+    });
+    return on && p->grid_sym;
+}
+
 template <typename T, bool ACC>
 static void rs_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_idx ts,
                           ecenet_idx tt, const T *X, T *Y)
@@ -897,19 +984,26 @@ static void rs_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
     const int64_t R = E * p->F / (vec ? Vec<T>::n : 1); /* rows: channels or vectors of V */
     const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
     const unsigned nb = blocks_for(R, s.rs_block);
-    /* TP: the kernel's second template argument (scalar: table slots QT; vector: VC, Q = 4) */
-#define RS_FWD(K, TP, SILU)                                                                        \
+    if (vec) { /* the vector kernel: pick its template, one launch */
+        constexpr int VC = RsVC<T>::fwd;
+        const bool silu = p->act == ECENET_ACT_SILU, sym = rs_sym(p);
+        auto K = silu ? (sym ? rs_fwd_vk<T, VC, ACC, true, true> : rs_fwd_vk<T, VC, ACC, true, false>)
+                      : (sym ? rs_fwd_vk<T, VC, ACC, false, true>
+                             : rs_fwd_vk<T, VC, ACC, false, false>);
+        const size_t sm = (size_t)4 * RSV_Q * p->G * sizeof(T);
+        smem_allow(K, sm);
+        K<<<nb, th, sm>>>(R, a, rpt, X, Y);
+        CU_LAUNCHED();
+        return;
+    }
+    /* the scalar kernels: table slots QT */
+#define RS_FWD(K, QT, SILU)                                                                        \
     do {                                                                                           \
-        const int qt = vec ? RSV_Q : (TP);                                                         \
-        const size_t sm = (size_t)4 * qt * p->G * sizeof(T);                                       \
-        smem_allow(K<T, TP, ACC, SILU>, sm);                                                       \
-        K<T, TP, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Y);                                      \
+        const size_t sm = (size_t)4 * (QT) * p->G * sizeof(T);                                     \
+        smem_allow(K<T, QT, ACC, SILU>, sm);                                                       \
+        K<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Y);                                      \
     } while (0)
-    if (vec && p->act == ECENET_ACT_SILU)
-        RS_FWD(rs_fwd_vk, (RsVC<T>::fwd), true);
-    else if (vec)
-        RS_FWD(rs_fwd_vk, (RsVC<T>::fwd), false);
-    else if (p->Q == 4 && p->act == ECENET_ACT_SILU)
+    if (p->Q == 4 && p->act == ECENET_ACT_SILU)
         RS_FWD(rs_fwd_k, 4, true);
     else if (p->Q <= 4)
         RS_FWD(rs_fwd_k, 4, false);
@@ -943,11 +1037,25 @@ static void rs_layer_fwd_launch(int64_t E, const ecenet_realspace_params *p, ece
     const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
     const unsigned nb = blocks_for(R, s.rs_block);
     const size_t sm = (size_t)4 * RSV_Q * p->G * sizeof(T);
-    auto K = p->act == ECENET_ACT_SILU ? rs_layer_fwd_vk<T, RsVC<T>::fwd, true>
-                                       : rs_layer_fwd_vk<T, RsVC<T>::fwd, false>;
+    constexpr int VC = RsVC<T>::fwd;
+    const bool sym = rs_sym(p);
+    auto K = p->act == ECENET_ACT_SILU
+                 ? (sym ? rs_layer_fwd_vk<T, VC, true, true> : rs_layer_fwd_vk<T, VC, true, false>)
+                 : (sym ? rs_layer_fwd_vk<T, VC, false, true>
+                        : rs_layer_fwd_vk<T, VC, false, false>);
     smem_allow(K, sm);
     K<<<nb, th, sm>>>(R, a, rpt, bias, Z, X);
     CU_LAUNCHED();
+}
+
+/* the vector VJP kernel for (z0, sym) */
+template <typename T, int VC, bool ACC, bool SILU, int V>
+static auto rs_vjp_pick(bool z0, bool sym) -> decltype(&rs_vjp_vk<T, VC, ACC, SILU, true, V, true>)
+{
+    return z0 ? (sym ? rs_vjp_vk<T, VC, ACC, SILU, true, V, true>
+                     : rs_vjp_vk<T, VC, ACC, SILU, true, V, false>)
+              : (sym ? rs_vjp_vk<T, VC, ACC, SILU, false, V, true>
+                     : rs_vjp_vk<T, VC, ACC, SILU, false, V, false>);
 }
 
 /* z0: use the sin0_zero variant of the vector kernel (the layer VJP) */
@@ -970,15 +1078,13 @@ static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
     const int th = 32 * s.rs_warps, rpt = s.rs_block / th;
     const unsigned nb = blocks_for(R, s.rs_block);
     if (vec) { /* the vector kernel: pick its template, one launch */
-        constexpr int VC = RsVC<T>::vjp;
-        const bool silu = p->act == ECENET_ACT_SILU;
-        auto K = silu ? (z0 ? rs_vjp_vk<T, VC, ACC, true, true>
-                            : rs_vjp_vk<T, VC, ACC, true, false>)
-                      : (z0 ? rs_vjp_vk<T, VC, ACC, false, true>
-                            : rs_vjp_vk<T, VC, ACC, false, false>);
+        constexpr int VC = RsVC<T>::vjp, V = Vec<T>::n;
+        const bool silu = p->act == ECENET_ACT_SILU, sym = rs_sym(p);
+        auto K = silu ? rs_vjp_pick<T, VC, ACC, true, V>(z0, sym)
+                      : rs_vjp_pick<T, VC, ACC, false, V>(z0, sym);
         if constexpr (sizeof(T) == 4)
             if (v2)
-                K = z0 ? rs_vjp_vk<T, 2, ACC, true, true, 2> : rs_vjp_vk<T, 2, ACC, true, false, 2>;
+                K = rs_vjp_pick<T, 2, ACC, true, 2>(z0, sym);
         const size_t sm = (size_t)4 * RSV_Q * p->G * sizeof(T);
         smem_allow(K, sm);
         K<<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);

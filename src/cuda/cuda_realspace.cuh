@@ -191,6 +191,58 @@ __device__ static inline void rs_grid_v(const T *tab, int G, int act, int v0,
     }
 }
 
+/* rs_grid_v on a mirror-symmetric grid (ecenet_realspace_params.grid_sym,
+ * G odd): θ_0 = 0, where the sin entries are zero, then the pairs (θ_k,
+ * θ_{G-k} = -θ_k), k = 1 .. (G-1)/2, from row k of the tables alone: the
+ * cos and sin sums c, s once for f = c ± s, the analysis on the pair's even
+ * and odd parts g+ + g-, g+ - g-. Per pair 7 FMAs of synthesis and 7 of
+ * analysis (Z0) instead of 2 × 15; the activations are the same G. */
+template <typename T, int Q, int V, int VC, bool SILU, bool Z0 = false>
+__device__ static inline void rs_grid_sym_v(const T *tab, int G, int act, int v0,
+                                            const T (&xc)[Q][V], const T (&xs)[Q][V],
+                                            const T (&scale)[V], const T (&shift)[V],
+                                            T (&yc)[Q][V], T (&ys)[Q][V])
+{
+    {
+        T cs[Q], ss[Q], ca[Q], sa[Q];
+        rs_tab_k<T, Q>(tab, 0, cs, ss, ca, sa);
+#pragma unroll
+        for (int v = v0; v < v0 + VC; v++) {
+            T c = 0;
+#pragma unroll
+            for (int m = 0; m < Q; m++)
+                c += xc[m][v] * cs[m];
+            const T g = rs_act<T, SILU>(act, scale[v] * c + shift[v]);
+#pragma unroll
+            for (int m = 0; m < Q; m++)
+                yc[m][v] += g * ca[m];
+        }
+    }
+    for (int k = 1; 2 * k < G; k++) {
+        T cs[Q], ss[Q], ca[Q], sa[Q];
+        rs_tab_k<T, Q>(tab, k, cs, ss, ca, sa);
+#pragma unroll
+        for (int v = v0; v < v0 + VC; v++) {
+            T c = 0, s = 0;
+#pragma unroll
+            for (int m = 0; m < Q; m++) {
+                c += xc[m][v] * cs[m];
+                if (!Z0 || m)
+                    s += xs[m][v] * ss[m];
+            }
+            const T gp = rs_act<T, SILU>(act, scale[v] * (c + s) + shift[v]);
+            const T gm = rs_act<T, SILU>(act, scale[v] * (c - s) + shift[v]);
+            const T ge = gp + gm, go = gp - gm;
+#pragma unroll
+            for (int m = 0; m < Q; m++) {
+                yc[m][v] += ge * ca[m];
+                if (!Z0 || m)
+                    ys[m][v] += go * sa[m];
+            }
+        }
+    }
+}
+
 /* row r = e·F + f -> (e, f); 32-bit division when the rows fit */
 __device__ static inline void rs_row(int64_t r, int64_t R, int F, int64_t &e, int &f)
 {

@@ -3,7 +3,8 @@
  * fp64, fused layer entries on/off; per-op profile; standalone RealSpace
  * (scalar against vector kernels; --rs-only: just that, --rs-edges N,
  * --rs-reps N, --rs-no-sweep, --rs-ncu: one launch of each for ncu, --rs-sin0:
- * the layer variants on sin0_zero parameters); the
+ * the layer variants on sin0_zero parameters; --rs-sym: the folded kernels
+ * of grid_sym parameters as well); the
  * largest box that fits. Build: see .cudabuild/rs.sh. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
@@ -219,6 +220,10 @@ static double rsb_diff(const void *a, const void *b, size_t n, size_t rs, size_t
 /* --rs-sin0: the tables' sin m = 0 entries are zero (they are), so the layer
  * variants run the sin0_zero kernels (ecenet_realspace_params.sin0_zero) */
 static int rs_sin0;
+/* --rs-sym: the vector kernels also with grid_sym (the tables are the exact
+ * DFT matrices, mirror-symmetric), a third column of rows: the folded
+ * kernels unless ECENET_RS_SYM=0 */
+static int rs_sym;
 
 static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, int sweep, int ncu)
 {
@@ -294,11 +299,13 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     const int old_mode = ecn_cuda_set_rs_vector(1);
     const double bytes = (double)n * rs;
     if (ncu) { /* one launch of everything, for ncu --kernel-name regex:rs_ */
-        for (int mode = 0; mode <= 2; mode += 2) {
-            ecn_cuda_set_rs_vector(mode);
+        for (int mi = 0; mi < (rs_sym ? 3 : 2); mi++) { /* the columns of the timed pass */
+            ecn_cuda_set_rs_vector(mi ? 2 : 0);
+            c.p.grid_sym = mi == 2;
             for (int v = 0; v < RS_NV; v++)
                 rsb_run(&c, v, 0);
         }
+        c.p.grid_sym = 0;
         printf("realspace %s: ncu pass done\n", pn);
         goto restore;
     }
@@ -327,8 +334,9 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     void *keep[RS_NV];
     for (int v = 0; v < RS_NV; v++)
         keep[v] = malloc(n * rs);
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mi = 0; mi < (rs_sym ? 3 : 2); mi++) {
         ecn_cuda_set_rs_vector(mi ? 2 : 0);
+        c.p.grid_sym = mi == 2; /* the folded vector kernels */
         for (int v = 0; v < RS_NV; v++) {
             double t0[256];
             for (int r = 0; r < reps + 2; r++) {
@@ -352,12 +360,12 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
                 free(cur);
             }
             const double g0 = ntens[v] * bytes / med[0][v] / 1e6,
-                         g1 = ntens[v] * bytes / med[1][v] / 1e6;
-            printf("  %-24s %-9s %d tensors | scalar %7.3f ms %5.0f GB/s %3.0f%% | vector "
+                         g1 = ntens[v] * bytes / med[mi][v] / 1e6;
+            printf("  %-24s %-9s %d tensors | scalar %7.3f ms %5.0f GB/s %3.0f%% | vector%s "
                    "%7.3f ms %5.0f GB/s %3.0f%% | x%.2f | max|diff| %.3g, %zu of %zu differ%s\n",
-                   vname[v], vhow[v], ntens[v], med[0][v], g0, 100 * g0 / copy_gbs, med[1][v], g1,
-                   100 * g1 / copy_gbs, med[0][v] / med[1][v], d, nb, n,
-                   nb ? "" : " (bitwise identical)");
+                   vname[v], vhow[v], ntens[v], med[0][v], g0, 100 * g0 / copy_gbs,
+                   mi == 2 ? " sym" : "", med[mi][v], g1, 100 * g1 / copy_gbs,
+                   med[0][v] / med[mi][v], d, nb, n, nb ? "" : " (bitwise identical)");
         }
     }
     for (int v = 0; v < RS_NV; v++)
@@ -438,6 +446,8 @@ int main(int argc, char **argv)
             rs_reps = atoi(argv[++k]);
         else if (!strcmp(argv[k], "--rs-sin0"))
             rs_sin0 = 1;
+        else if (!strcmp(argv[k], "--rs-sym"))
+            rs_sym = 1;
         else if (!strcmp(argv[k], "--rs-no-sweep"))
             rs_sweep = 0;
         else if (!strcmp(argv[k], "--rs-ncu"))
