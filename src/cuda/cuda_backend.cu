@@ -327,6 +327,7 @@ template <typename T> static ecenet_backend make()
     fill_frame<T>(b);
     fill_mp<T>(b);
     fill_layers<T>(b);
+    fill_realspace<T>(b);
     fill_readout<T>(b);
     fill_nlist<T>(b);
     return b;

@@ -54,9 +54,10 @@ int ecn_cuda_set_rs_launch(int rows, int warps);
  * scalar kernels only; 1 (default) the vector kernels where they apply,
  * except the fp64 VJP (register-bound: it would spill); 2 the vector kernels
  * wherever they apply. Same results in every mode (the same arithmetic per
- * element, in the same order). Default: env ECENET_RS_VECTOR (0, 1, 2; read
- * once), else 1. Returns the previous setting. Implemented in
- * cuda_layers.cu. */
+ * element, in the same order), except on a grid_sym layer, where the vector
+ * kernels fold the grid (ECENET_RS_SYM) and the scalar ones do not.
+ * Default: env ECENET_RS_VECTOR (0, 1, 2; read once), else 1. Returns the
+ * previous setting. Implemented in cuda_realspace.cu. */
 int ecn_cuda_set_rs_vector(int on);
 
 /* The RealSpace kernel of the fused layer entries alone, for measurements
@@ -66,7 +67,7 @@ int ecn_cuda_set_rs_vector(int on);
  * may be NULL, and is ignored elsewhere); which = 1,
  * what layer_vjp runs before its GEMMs (tmp = RealSpace_vjp(Z, X), X being
  * the layer's Xbar). No edge types (the affine's per-type terms must be
- * NULL). Implemented in cuda_layers.cu. */
+ * NULL). Implemented in cuda_realspace.cu. */
 void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E, const ecenet_realspace_params *p,
                                const void *bias, void *Z, void *X, void *tmp);
 

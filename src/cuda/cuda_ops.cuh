@@ -13,6 +13,7 @@ template <typename T> void fill_wigner(ecenet_backend &b);   /* cuda_wigner.cu *
 template <typename T> void fill_frame(ecenet_backend &b);    /* cuda_frame.cu */
 template <typename T> void fill_mp(ecenet_backend &b);       /* cuda_mp.cu */
 template <typename T> void fill_layers(ecenet_backend &b);   /* cuda_layers.cu */
+template <typename T> void fill_realspace(ecenet_backend &b); /* cuda_realspace.cu */
 template <typename T> void fill_readout(ecenet_backend &b);  /* cuda_readout.cu */
 template <typename T> void fill_nlist(ecenet_backend &b);    /* cuda_nlist.cu */
 
@@ -27,6 +28,22 @@ template <typename T>
 void gemm_lin(cublasOperation_t tb, int N, int64_t E, int K, const T *B, int ldb, long long sB,
               const T *A, int lda, long long sA, T beta, T *C, int ldc, long long sC, int batch,
               const T *Bs = nullptr, long long lo = 0);
+
+/* cuda_realspace.cu: the RealSpace halves of the fused layer entries
+ * (cuda_layers.cu). rs_layer_fits: the sin0_zero layer kernel applies, which
+ * then also adds the linear's bias and writes Z's sin m = 0 slot (zeros), so
+ * the linear leaves both to it; layer_rs_fwd: X += RealSpace(Z), with that
+ * epilogue when z0; layer_rs_vjp: tmp = RealSpace_vjp(Z, Xbar), overwriting
+ * tmp. */
+template <typename T>
+bool rs_layer_fits(const ecenet_realspace_params *p, const void *bias, const void *Z,
+                   const void *X);
+template <typename T>
+void layer_rs_fwd(int64_t E, const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
+                  const T *bias, T *Z, T *X, bool z0);
+template <typename T>
+void layer_rs_vjp(int64_t E, const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
+                  const T *Z, const T *Xbar, T *tmp);
 
 /* cuda_layer_tc.cu: the fused layer forward on tensor cores (fp32: TF32 or
  * split TF32); false (nothing done) where it does not apply */

@@ -1,5 +1,5 @@
 /* RealSpace (SPEC §11) device helpers shared by the RealSpace kernels
- * (cuda_layers.cu) and the fused tensor-core layer (cuda_layer_tc.cu): the
+ * (cuda_realspace.cu) and the fused tensor-core layer (cuda_layer_tc.cu): the
  * kernel arguments, the θ tables in shared memory, the activation and the
  * per-edge affine. */
 #ifndef ECN_CUDA_REALSPACE_CUH
