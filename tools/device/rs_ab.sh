@@ -3,9 +3,13 @@
 # E = 44,000, the issue's shape) of the previous build (cuda_bench_base, pack.sh
 # BASE=) and of this one, alternated twice; then the bench rows of both, with
 # this build's $VARIANT ("ENV=value") as a third column when set. NEW_ENV and
-# NEW_ARGS go to this build's cuda_bench only. Logs into $OUT. About 3 minutes.
-#   VARIANT=ECENET_RS_SYM=1 NEW_ENV=ECENET_RS_SYM=1 NEW_ARGS=--rs-sym bash tools/device/rs_ab.sh
+# NEW_ARGS go to this build's cuda_bench only. H200_ONLY=1: stop at once on
+# any other card (the RealSpace targets are set on the H200). Logs into
+# $OUT. About 90 s.
+#   NEW_ARGS=--rs-sym VARIANT=ECENET_RS_SYM=0 bash tools/device/rs_ab.sh
 source "$(dirname "$0")/env.sh"
+[[ -z $H200_ONLY ]] || nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 \
+  || { echo "not an H200: stop"; exit 3; }
 cd $B; [[ -x ecenet_base || ! -f base.tar.xz ]] || tar -xJf base.tar.xz
 T0=$SECONDS
 RS="--rs-only --rs-no-sweep --rs-sin0 --rs-edges 44000 --rs-reps 31"
