@@ -330,7 +330,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
                                        "vjp+=   Xb += RS'(X,Yb)", "vjp=    tmp = RS'(Z,Xb)"};
     static const char *vhow[RS_NV] = {"", "layer", "", "layer"};
     static const int ntens[RS_NV] = {2, 3, 4, 3};
-    double med[2][RS_NV];
+    double med[3][RS_NV]; /* scalar, vector, vector folded (--rs-sym) */
     void *keep[RS_NV];
     for (int v = 0; v < RS_NV; v++)
         keep[v] = malloc(n * rs);
@@ -368,6 +368,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
                    med[0][v] / med[mi][v], d, nb, n, nb ? "" : " (bitwise identical)");
         }
     }
+    c.p.grid_sym = 0; /* the sweep below times the unfolded kernels */
     for (int v = 0; v < RS_NV; v++)
         free(keep[v]);
     printf("  (vector = mode 2, wherever the vector kernels apply; the default mode 1 runs the "
