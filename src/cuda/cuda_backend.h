@@ -51,12 +51,11 @@ int ecn_cuda_set_rs_launch(int rows, int warps);
  * vector kernel's row is V = 16/sizeof(real) consecutive channels, moved
  * with 16-byte loads and stores; it applies where Q == 4, F % V == 0 and the
  * tensors are 16-byte aligned (elsewhere the scalar kernels run). on: 0 the
- * scalar kernels only; 1 (default) the vector kernels where they apply,
- * except the fp64 VJP (register-bound: it would spill); 2 the vector kernels
+ * scalar kernels only; 1 (default; any value above 0) the vector kernels
  * wherever they apply. Same results in every mode (the same arithmetic per
  * element, in the same order), except on a grid_sym layer, where the vector
  * kernels fold the grid (ECENET_RS_SYM) and the scalar ones do not.
- * Default: env ECENET_RS_VECTOR (0, 1, 2; read once), else 1. Returns the
+ * Default: env ECENET_RS_VECTOR (0, 1; read once), else 1. Returns the
  * previous setting. Implemented in cuda_realspace.cu. */
 int ecn_cuda_set_rs_vector(int on);
 

@@ -7,21 +7,20 @@
  * A thread per row, consecutive threads on consecutive rows (coalesced); a
  * row is one edge's V consecutive channels, V = 16/sizeof(T) (4 floats, 2
  * doubles: each of the 2Q inputs and outputs is one 16-byte load / store)
- * when Q == 4, F % V == 0 and the tensors are 16-byte aligned (not for the
- * fp64 VJP by default: see RsVC), else a single (edge, channel) (the scalar
- * kernels; ecn_cuda_set_rs_vector / env ECENET_RS_VECTOR select them for
- * measurements). The 2Q inputs and outputs and the grid values live in
- * registers, the θ tables in shared memory interleaved per grid point
- * (16-byte broadcast loads, each serving the row's V channels); SiLU in fp32
- * through the fast exp/rcp intrinsics; the VJP recomputes the grid. Both
- * kinds of kernel do the same operations per element in the same order
- * (bitwise identical results), except on a grid_sym layer, where the vector
- * kernels fold the grid (rs_grid_sym_v, rs_vjp_sym_v; ECENET_RS_SYM=0 turns
- * that off) and the scalar ones do not. Launch configuration:
- * ECENET_RS_BLOCK rows and ECENET_RS_WARPS warps per block (read once;
- * default 512 rows, 4 warps), i.e. each thread does ECENET_RS_BLOCK /
- * (32·ECENET_RS_WARPS) rows; with vector rows a block covers V times as many
- * channels. */
+ * when Q == 4, F % V == 0 and the tensors are 16-byte aligned, else a single
+ * (edge, channel) (the scalar kernels; ecn_cuda_set_rs_vector / env
+ * ECENET_RS_VECTOR select them for measurements). The 2Q inputs and outputs
+ * and the grid values live in registers, the θ tables in shared memory
+ * interleaved per grid point (16-byte broadcast loads, each serving the
+ * row's V channels); SiLU in fp32 through the fast exp/rcp intrinsics; the
+ * VJP recomputes the grid. Both kinds of kernel do the same operations per
+ * element in the same order (bitwise identical results), except on a
+ * grid_sym layer, where the vector kernels fold the grid (rs_grid_sym_v,
+ * rs_vjp_sym_v; ECENET_RS_SYM=0 turns that off) and the scalar ones do not.
+ * Launch configuration: ECENET_RS_BLOCK rows and ECENET_RS_WARPS warps per
+ * block (read once; default 512 rows, 4 warps), i.e. each thread does
+ * ECENET_RS_BLOCK / (32·ECENET_RS_WARPS) rows; with vector rows a block
+ * covers V times as many channels. */
 #include <mutex>
 #include <stdlib.h>
 #include "ecenet.h"
@@ -502,25 +501,25 @@ __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
  * the ptxas report (sm_90, at most 128 registers under __launch_bounds__(512)):
  * fp32 fwd 95 (SiLU) / 107 registers, fp32 VJP 128, fp64 fwd 128, all without
  * spills at VC = V. The fp64 VJP holds 48 doubles of row data plus 16 of
- * tables and spills at any VC (56-120 bytes at VC = 1): it runs the scalar
- * kernel unless the vector kernels are forced (mode 2). */
+ * tables: at VC = 1 its SiLU kernels fit in 116-126 registers unfolded and
+ * spill 16-64 bytes folded, and are still faster than the scalar kernel
+ * (H100, E = 44,000, eighteenth session: VJP += 1.325 -> 0.937 ms
+ * unfolded, 0.864 folded; layer VJP 0.864 -> 0.840 / 0.732), so it is no
+ * longer left to the scalar kernel. */
 template <typename T> struct RsVC;
 template <> struct RsVC<float> {
     static const int fwd = 4, vjp = 4;
-    static const bool vjp_default = true;
 };
 template <> struct RsVC<double> {
     static const int fwd = 2, vjp = 1;
-    static const bool vjp_default = false;
 };
 
-/* vector mode: 0 scalar kernels only; 1 (default) the vector kernels where
- * they apply, except the fp64 VJP; 2 the vector kernels wherever they apply.
- * Env ECENET_RS_VECTOR=0|1|2, read once. */
+/* vector mode: 0 scalar kernels only; 1 (default) the vector kernels wherever
+ * they apply. Env ECENET_RS_VECTOR=0|1, read once. */
 static int rs_vec_mode;
 static std::once_flag rs_vec_once;
 
-static int clamp_mode(long v) { return v <= 0 ? 0 : v >= 2 ? 2 : 1; }
+static int clamp_mode(long v) { return v <= 0 ? 0 : 1; }
 
 static int &rs_vec()
 {
@@ -677,7 +676,7 @@ static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
         return;
     }
     const RS<T> a = rs_args<T>(p, ts, tt);
-    const bool vec = rs_vec() >= (RsVC<T>::vjp_default ? 1 : 2) && rs_vec_fits<T>(p, X, Yb, Xb);
+    const bool vec = rs_vec() >= 1 && rs_vec_fits<T>(p, X, Yb, Xb);
     const bool v2 = sizeof(T) == 4 && vec && p->act == ECENET_ACT_SILU && rs_vjp_v2();
     /* rows: channels or vectors of V */
     const int64_t R = E * p->F / (v2 ? 2 : vec ? Vec<T>::n : 1);

@@ -116,7 +116,7 @@ static int run_cfg(const ecenet_model *m, const ecn_graph *g, size_t n, const do
 }
 
 /* ---- standalone RealSpace ------------------------------------------------------------
- * Scalar (ecn_cuda_set_rs_vector(0)) against vector kernels (mode 2: wherever
+ * Scalar (ecn_cuda_set_rs_vector(0)) against vector kernels (mode 1: wherever
  * they apply) side by side, medians over `reps` runs, the L2 flushed (a
  * memset of twice its size) before every timed launch:
  *   fwd      Y = RealSpace(X)              realspace_fwd             reads X, writes Y
@@ -300,7 +300,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     const double bytes = (double)n * rs;
     if (ncu) { /* one launch of everything, for ncu --kernel-name regex:rs_ */
         for (int mi = 0; mi < (rs_sym ? 3 : 2); mi++) { /* the columns of the timed pass */
-            ecn_cuda_set_rs_vector(mi ? 2 : 0);
+            ecn_cuda_set_rs_vector(mi ? 1 : 0);
             c.p.grid_sym = mi == 2;
             for (int v = 0; v < RS_NV; v++)
                 rsb_run(&c, v, 0);
@@ -335,7 +335,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     for (int v = 0; v < RS_NV; v++)
         keep[v] = malloc(n * rs);
     for (int mi = 0; mi < (rs_sym ? 3 : 2); mi++) {
-        ecn_cuda_set_rs_vector(mi ? 2 : 0);
+        ecn_cuda_set_rs_vector(mi ? 1 : 0);
         c.p.grid_sym = mi == 2; /* the folded vector kernels */
         for (int v = 0; v < RS_NV; v++) {
             double t0[256];
@@ -371,8 +371,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
     c.p.grid_sym = 0; /* the sweep below times the unfolded kernels */
     for (int v = 0; v < RS_NV; v++)
         free(keep[v]);
-    printf("  (vector = mode 2, wherever the vector kernels apply; the default mode 1 runs the "
-           "scalar fp64 VJP)\n");
+    printf("  (vector = the default mode, wherever the vector kernels apply)\n");
     if (sweep) {
         static const int cfgs[][2] = {{512, 4}, {256, 8}, {512, 8}, {2048, 8}, {1024, 8},
                                       {1024, 4}, {256, 4}, {128, 4}, {2048, 16}, {512, 16}};
@@ -388,7 +387,7 @@ static void realspace_bench(int prec, int64_t E, int F, int Q, int G, int reps, 
              * (the layer kernels in the vector mode only) */
             double m[2][4];
             for (int mi = 0; mi < 2; mi++) {
-                ecn_cuda_set_rs_vector(mi ? 2 : 0);
+                ecn_cuda_set_rs_vector(mi ? 1 : 0);
                 for (int v = 0; v < 4; v++) {
                     if (!mi && (v & 1))
                         continue;
