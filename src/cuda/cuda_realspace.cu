@@ -501,11 +501,12 @@ __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
  * the ptxas report (sm_90, at most 128 registers under __launch_bounds__(512)):
  * fp32 fwd 95 (SiLU) / 107 registers, fp32 VJP 128, fp64 fwd 128, all without
  * spills at VC = V. The fp64 VJP holds 48 doubles of row data plus 16 of
- * tables: at VC = 1 its SiLU kernels fit in 116-126 registers unfolded and
- * spill 16-64 bytes folded, and are still faster than the scalar kernel
- * (H100, E = 44,000, eighteenth session: VJP += 1.325 -> 0.937 ms
- * unfolded, 0.864 folded; layer VJP 0.864 -> 0.840 / 0.732), so it is no
- * longer left to the scalar kernel. */
+ * tables: at VC = 1 it spills 0-56 bytes unfolded and 16-96 bytes folded,
+ * depending on the variant (none unfolded in the SiLU layer VJP of a
+ * sin0_zero layer and in the accumulating VJP), and is still faster than
+ * the scalar kernel (H100, E = 44,000, eighteenth session: VJP += 1.325 ->
+ * 0.937 ms unfolded, 0.864 folded; layer VJP 0.864 -> 0.840 / 0.732), so it
+ * is no longer left to the scalar kernel. */
 template <typename T> struct RsVC;
 template <> struct RsVC<float> {
     static const int fwd = 4, vjp = 4;
@@ -561,7 +562,9 @@ static bool rs_vjp_v2()
  * They remove a quarter of the fp32 kernels' instructions (ncu, H100, E =
  * 44,000: forward 145.3M -> 107.4M warp instructions, layer VJP 235.1M ->
  * 165.7M), which the fp32 kernels, memory-bound on an H100, do not show
- * there; the fp64 ones gain 6-13% (layer VJP 0.837 -> 0.727 ms). */
+ * there; the fp64 ones gain 5-13% (layer forward 0.802 -> 0.758 ms, layer
+ * VJP 0.840 -> 0.732). The scalar kernels and the tensor-core layer's
+ * epilogue (cuda_layer_tc.cu) do not fold. */
 static bool rs_sym(const ecenet_realspace_params *p)
 {
     static int on;

@@ -160,7 +160,8 @@ __device__ static inline void rs_tab_k(const T *tab, int k, T (&cs)[QT], T (&ss)
  * yc, ys += Σ_k act(scale·(Σ_m xc·cos_synth + Σ_m xs·sin_synth) + shift)
  * · (cos_analysis, sin_analysis), tables tab as rs_tables lays them out. One
  * definition for the RealSpace vector kernel and the tensor-core layer's
- * epilogue, so both do the same operations in the same order. Z0 (a
+ * epilogue, so both do the same operations in the same order (on a grid_sym
+ * layer the vector kernels run rs_grid_sym_v instead, by default). Z0 (a
  * sin0_zero layer, whose xs[0] is zero): the exact-zero sin m = 0 terms are
  * left out. */
 template <typename T, int Q, int V, int VC, bool SILU, bool Z0 = false>
