@@ -14,6 +14,8 @@
 #      for extxyz errors), no output file.
 #  (c) several frames in, as many frames out.
 #  (d) `ecenet info` on every golden model names its elements.
+#  (e) `ecenet bench` prints the library version, the time, the ECENET_*
+#      variables and the omp backend's device in its header.
 
 if [ -z "${ECENET:-}" ] || [ ! -x "$ECENET" ]; then
     echo "SKIP: ECENET is not set to the ecenet program"
@@ -276,6 +278,33 @@ for spec in ethanol:H,C,O diamond:C options:Na,Cl; do
         fail "info $name: failed"
     fi
 done
+
+# ---- (e) bench: the header says where and how it ran -------------------
+# (the library version, the ECENET_* variables that select kernels, and the
+# device of each backend that names one)
+version=$(ecenet --version 2>/dev/null | sed -n '1s/.* //p')
+if ECENET_RS_SYM=0 ecenet bench --config small --diamond 1 --backend ref --n-warmup 0 \
+    --n-time 1 >"$tmp/bench" 2>"$tmp/err"; then
+    if grep -q "libecenet $version, .* UTC; environment:.* ECENET_RS_SYM=0" "$tmp/bench" &&
+        grep -q "^ref " "$tmp/bench"; then
+        pass "bench header: version, time, ECENET_* variables"
+    else
+        cat "$tmp/bench"
+        fail "bench header: version, time, ECENET_* variables"
+    fi
+    if ecenet --version | grep -q "omp"; then
+        if ecenet bench --config small --diamond 1 --backend omp:f64 --n-warmup 0 --n-time 1 \
+            >"$tmp/bench" 2>"$tmp/err" && grep -q "^  omp device: .*OpenMP thread" "$tmp/bench"; then
+            pass "bench header: the omp backend's device"
+        else
+            cat "$tmp/bench" "$tmp/err"
+            fail "bench header: the omp backend's device"
+        fi
+    fi
+else
+    cat "$tmp/err"
+    fail "bench --config small --backend ref"
+fi
 
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]

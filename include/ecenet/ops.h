@@ -212,6 +212,10 @@ typedef struct ecenet_backend {
     void (*range_push)(const char *name);
     void (*range_pop)(void);
     int (*set_tf32)(int on);
+    /* optional: one line naming the device the backend runs on (cuda: the
+     * GPU, its SMs, memory and compute capability), for benchmark logs;
+     * a static string, valid until the process ends */
+    const char *(*device)(void);
 
     /* ---- geometry ---- */
     /* d[k] = pos[dst[k]] - pos[src[k]] + shift[k];  r = sqrt(|d|² + 1e-30) */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "backend.h"
 #include "commands.h"
@@ -53,6 +54,35 @@ typedef struct {
     int ok;
     char err[512];
 } bench_row;
+
+/* What the numbers depend on beyond the table: the library, when, the
+ * ECENET_* settings in the environment (they select kernels), and the device
+ * of each backend that names one, so that a pasted log says where it ran. */
+static void print_run_info(const bench_row *rows, int nrows)
+{
+    extern char **environ;
+    char when[64] = "(unknown time)";
+    const time_t t = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    printf("  libecenet %s, %s; environment:", ecenet_version(), when);
+    int any = 0;
+    for (char **e = environ; e && *e; e++)
+        if (!strncmp(*e, "ECENET_", 7)) {
+            printf(" %s", *e);
+            any = 1;
+        }
+    printf("%s\n", any ? "" : " no ECENET_* variables");
+    for (int k = 0; k < nrows; k++) {
+        int seen = 0;
+        for (int j = 0; j < k; j++)
+            seen |= !strcmp(rows[j].name, rows[k].name);
+        const ecenet_backend *be = ecn_backend_get(rows[k].name, rows[k].prec);
+        if (!seen && be && be->device)
+            printf("  %s device: %s\n", rows[k].name, be->device());
+    }
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -308,8 +338,10 @@ int ecn_cmd_bench(int argc, char **argv)
            "neighbour list %.3f s\n",
            ndia, n, (long long)g.edges.n, (long long)g.nb.n, t_graph);
     const char *omp = getenv("OMP_NUM_THREADS");
-    printf("  medians of %d runs after %d warm-up; OMP_NUM_THREADS=%s\n\n", n_time, n_warmup,
+    printf("  medians of %d runs after %d warm-up; OMP_NUM_THREADS=%s\n", n_time, n_warmup,
            omp ? omp : "(unset)");
+    print_run_info(rows, nrows);
+    printf("\n");
     printf("%-8s %-11s %12s %12s %10s %10s %10s %12s %8s %8s %11s %11s\n", "backend", "prec",
            "forward[s]", "joint[s]", "ns/edge", "params[MB]", "work[MB]", "fwd work[MB]", "x fwd",
            "x joint", "dE/E 1st", "dF/Fmax 1st");

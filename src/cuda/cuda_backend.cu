@@ -299,6 +299,26 @@ static int be_set_tf32(int on)
     return ecn_cu::state().tf32;
 }
 
+/* the GPU of this process, for `ecenet bench`'s header */
+static const char *be_device(void)
+{
+    static char line[256];
+    static std::once_flag once;
+    std::call_once(once, [] {
+        int dev = 0, drv = 0;
+        cudaDeviceProp prop;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+            snprintf(line, sizeof line, "(no CUDA device)");
+            return;
+        }
+        cudaDriverGetVersion(&drv);
+        snprintf(line, sizeof line, "%s, %d SMs, %.1f GiB, compute capability %d.%d, driver %d.%d",
+                 prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0,
+                 prop.major, prop.minor, drv / 1000, drv % 1000 / 10);
+    });
+    return line;
+}
+
 template <typename T> static ecenet_backend make()
 {
     ecenet_backend b;
@@ -322,6 +342,7 @@ template <typename T> static ecenet_backend make()
     b.range_pop = be_range_pop;
 #endif
     b.set_tf32 = sizeof(T) == sizeof(float) ? be_set_tf32 : NULL; /* TF32 is an fp32 mode */
+    b.device = be_device;
     fill_geometry<T>(b);
     fill_wigner<T>(b);
     fill_frame<T>(b);

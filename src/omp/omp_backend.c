@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "backend.h"
 #include "omp_ops.h"
 
@@ -254,6 +257,38 @@ void OMP_FN(omp_corr_gemm)(int nt, const int32_t *perm, const int32_t *off, int 
     }
 }
 
+/* the CPU (Linux: /proc/cpuinfo) and the OpenMP threads, for `ecenet bench`'s header */
+static char dev_line[256];
+static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
+
+static void dev_init(void)
+{
+    char model[160] = "(CPU model unknown)", line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            const char *c = strchr(line, ':') + 1;
+            c += strspn(c, " \t");
+            snprintf(model, sizeof model, "%s", c);
+            model[strcspn(model, "\n")] = 0;
+            break;
+        }
+    if (f)
+        fclose(f);
+#ifdef _OPENMP
+    const int nt = omp_get_max_threads();
+#else
+    const int nt = 1;
+#endif
+    snprintf(dev_line, sizeof dev_line, "%s, %d OpenMP thread%s", model, nt, nt == 1 ? "" : "s");
+}
+
+static const char *be_device(void)
+{
+    pthread_once(&dev_once, dev_init);
+    return dev_line;
+}
+
 /* ---- the vtable ------------------------------------------------------------------- */
 
 const ecenet_backend OMP_FN(ecn_omp_backend) = {
@@ -270,6 +305,7 @@ const ecenet_backend OMP_FN(ecn_omp_backend) = {
     .download_idx = be_download_idx,
     .now = be_now,
     .sync = be_sync,
+    .device = be_device,
     .pair_geom_fwd = OMP_FN(omp_pair_geom_fwd),
     .pair_geom_vjp = OMP_FN(omp_pair_geom_vjp),
     .dist_vjp = OMP_FN(omp_dist_vjp),
