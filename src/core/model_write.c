@@ -359,7 +359,7 @@ static void research_params(writer *w, const ecn_config *c, double scale)
 /* The research switches, added to the common keys of config_json. Every
  * switch is written (the loader demands them all, SPEC §18.21), with the
  * values in effect; LES with the constructor's defaults, which keep it out of
- * the model (model.c parse_les). */
+ * the model (model_config.c parse_les). */
 static void research_config_json(cJSON *j, const ecn_config *c)
 {
     if (c->bottleneck_dim > 0)
