@@ -14,8 +14,9 @@
 #      for extxyz errors), no output file.
 #  (c) several frames in, as many frames out.
 #  (d) `ecenet info` on every golden model names its elements.
-#  (e) `ecenet bench` prints the library version, the time, the ECENET_*
-#      variables and the omp backend's device in its header.
+#  (e) `ecenet bench` and `ecenet profile` print the library version, the
+#      time and the ECENET_* variables in their headers, bench also the omp
+#      backend's device.
 
 if [ -z "${ECENET:-}" ] || [ ! -x "$ECENET" ]; then
     echo "SKIP: ECENET is not set to the ecenet program"
@@ -304,6 +305,14 @@ if ECENET_RS_SYM=0 ecenet bench --config small --diamond 1 --backend ref --n-war
 else
     cat "$tmp/err"
     fail "bench --config small --backend ref"
+fi
+if ECENET_RS_SYM=0 ecenet profile --config small --diamond 1 --backend ref --n-warmup 0 \
+    --n-time 1 >"$tmp/profile" 2>"$tmp/err" &&
+    grep -q "libecenet $version, .* UTC; environment:.* ECENET_RS_SYM=0" "$tmp/profile"; then
+    pass "profile header: version, time, ECENET_* variables"
+else
+    cat "$tmp/profile" "$tmp/err"
+    fail "profile header: version, time, ECENET_* variables"
 fi
 
 echo "$n_pass passed, $n_fail failed"

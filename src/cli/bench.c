@@ -57,8 +57,9 @@ typedef struct {
 
 /* What the numbers depend on beyond the table: the library, when, the
  * ECENET_* settings in the environment (they select kernels), and the device
- * of each backend that names one, so that a pasted log says where it ran. */
-static void print_run_info(const bench_row *rows, int nrows)
+ * of each backend that names one, so that a pasted log says where it ran
+ * (commands.h; bench and profile print it). */
+void ecn_cli_run_info(const struct ecenet_backend *const *bes, int n)
 {
     extern char **environ;
     char when[64] = "(unknown time)";
@@ -74,13 +75,12 @@ static void print_run_info(const bench_row *rows, int nrows)
             any = 1;
         }
     printf("%s\n", any ? "" : " no ECENET_* variables");
-    for (int k = 0; k < nrows; k++) {
-        int seen = 0;
-        for (int j = 0; j < k; j++)
-            seen |= !strcmp(rows[j].name, rows[k].name);
-        const ecenet_backend *be = ecn_backend_get(rows[k].name, rows[k].prec);
-        if (!seen && be && be->device)
-            printf("  %s device: %s\n", rows[k].name, be->device());
+    for (int k = 0; k < n; k++) {
+        int seen = !bes[k] || !bes[k]->device;
+        for (int j = 0; j < k && !seen; j++)
+            seen = bes[j] && !strcmp(bes[j]->name, bes[k]->name);
+        if (!seen)
+            printf("  %s device: %s\n", bes[k]->name, bes[k]->device());
     }
 }
 
@@ -340,7 +340,10 @@ int ecn_cmd_bench(int argc, char **argv)
     const char *omp = getenv("OMP_NUM_THREADS");
     printf("  medians of %d runs after %d warm-up; OMP_NUM_THREADS=%s\n", n_time, n_warmup,
            omp ? omp : "(unset)");
-    print_run_info(rows, nrows);
+    const ecenet_backend *bes[16];
+    for (int k = 0; k < nrows; k++)
+        bes[k] = ecn_backend_get(rows[k].name, rows[k].prec);
+    ecn_cli_run_info(bes, nrows);
     printf("\n");
     printf("%-8s %-11s %12s %12s %10s %10s %10s %12s %8s %8s %11s %11s\n", "backend", "prec",
            "forward[s]", "joint[s]", "ns/edge", "params[MB]", "work[MB]", "fwd work[MB]", "x fwd",

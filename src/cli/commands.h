@@ -7,4 +7,11 @@ extern const char ecn_bench_usage[];
 int ecn_cmd_profile(int argc, char **argv);
 extern const char ecn_profile_usage[];
 
+/* bench.c, for bench and profile: a header line with the library version,
+ * the time (UTC) and every ECENET_* variable set, then "  NAME device: ..."
+ * for each distinct backend of bes[0..n-1] (NULLs skipped) that names its
+ * device */
+struct ecenet_backend;
+void ecn_cli_run_info(const struct ecenet_backend *const *bes, int n);
+
 #endif

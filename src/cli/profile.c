@@ -373,6 +373,7 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
     printf("  %zu atoms, %lld edges, %lld neighbour pairs; medians of %d runs after %d warm-up;"
            " ops timed with the backend timer, synchronised per op\n",
            n, (long long)g.edges.n, (long long)g.nb.n, o->n_time, o->n_warmup);
+    ecn_cli_run_info(&be, 1);
     printf("\n%-58s %12s\n", "section / op", "median [ms]");
     printf("%-58s %12.3f%s\n", "neighbour list (host, cell list)", 1e3 * median(tnl, o->n_time),
            o->dev_nl ? "  [not used: --device-nlist]" : "");
@@ -450,7 +451,10 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
     printf("  %-56s %12.3f\n", "joint energy + forces (measured)", 1e3 * mj);
     printf("  %-56s %12.3f\n", "  of which backward (joint - forward)", 1e3 * (mj - mf));
     if (json) {
+        cJSON_AddStringToObject(json, "libecenet", ecenet_version());
         cJSON_AddStringToObject(json, "backend", be->name);
+        if (be->device)
+            cJSON_AddStringToObject(json, "device", be->device());
         cJSON_AddStringToObject(json, "precision", o->prec == ECENET_F64 ? "f64" : "f32");
         cJSON_AddNumberToObject(json, "n_atoms", (double)n);
         cJSON_AddNumberToObject(json, "n_edges", (double)g.edges.n);
