@@ -1025,6 +1025,9 @@ static void test_layers(tctx *c, setup *u)
      * table flags (rs_mode): sin0_zero (which lets it skip that slot, here
      * with a random, nonzero sin m = 0 input slot, which meets only zero
      * table entries either way) and grid_sym (the folded grid) */
+#ifdef ECENET_HAVE_CUDA
+    const unsigned long long sym0 = is_cuda ? ecn_cuda_rs_sym_runs() : 0;
+#endif
     for (int act = 0; act <= ECENET_ACT_IDENTITY; act++)
         for (int variant = 0; variant < 3; variant++)
         for (int mode = 0; mode < (variant != 1 ? 4 : 1); mode++) {
@@ -1047,6 +1050,27 @@ static void test_layers(tctx *c, setup *u)
             be->realspace_vjp(E, &rp.d, u->d_tsrc, u->d_ttgt, X.d, Yb.d, Xb.d);
             t_check(c, &Xb, op, "vjp Xbar", 1);
         }
+#ifdef ECENET_HAVE_CUDA
+    if (is_cuda) {
+        /* the folded kernels, the default on grid_sym layers, must really
+         * run: rs_mode's modes 2 and 3 make the grid tables grid_sym (G odd),
+         * and where the vector kernels apply (Q = 4, whole 16-byte rows of
+         * channels) those cases launch them, unless the environment turns
+         * the fold (ECENET_RS_SYM=0) or the vector kernels
+         * (ECENET_RS_VECTOR=0) off; elsewhere nothing may run them */
+        const char *ev = getenv("ECENET_RS_SYM"), *vv = getenv("ECENET_RS_VECTOR");
+        const int on = !(ev && !strcmp(ev, "0")) && !(vv && *vv && strtol(vv, NULL, 10) <= 0);
+        const int fits = Q == 4 && F % (int)(16 / be->real_size) == 0 && E > 0 && G >= 3 &&
+                         G % 2 == 1;
+        const unsigned long long ran = ecn_cuda_rs_sym_runs() - sym0;
+        if (on && fits)
+            ck_assert_msg(ran > 0, "realspace (F %d, Q %d, G %d): the folded kernels never ran",
+                          F, Q, G);
+        else
+            ck_assert_msg(ran == 0, "realspace (F %d, Q %d, G %d): the folded kernels ran %llu "
+                          "times where they do not apply", F, Q, G, ran);
+    }
+#endif
     /* add */
     {
         tens X = t_rand(c, (size_t)E * XE, 1.0), Y = t_acc(c, (size_t)E * XE);

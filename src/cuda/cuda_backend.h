@@ -89,6 +89,10 @@ unsigned long long ecn_cuda_layer_tc_launches(void);
  * (ecenet_linear_params.frame_nl, cuda_linear_frame.cu; tests check that the
  * path they mean to test really ran) */
 unsigned long long ecn_cuda_frame_pack_runs(void);
+/* how many RealSpace launches ran the folded kernels of a grid_sym layer
+ * (cuda_realspace.cu, ECENET_RS_SYM; tests check that the default path they
+ * mean to test really ran) */
+unsigned long long ecn_cuda_rs_sym_runs(void);
 
 /* The first CUDA / cuBLAS error the backend saw (sticky): 0 if none, else a
  * nonzero code with a message in buf. Once an error is recorded, download

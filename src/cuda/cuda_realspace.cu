@@ -21,6 +21,7 @@
  * block (read once; default 512 rows, 4 warps), i.e. each thread does
  * ECENET_RS_BLOCK / (32·ECENET_RS_WARPS) rows; with vector rows a block
  * covers V times as many channels. */
+#include <atomic>
 #include <mutex>
 #include <stdlib.h>
 #include "ecenet.h"
@@ -565,6 +566,8 @@ static bool rs_vjp_v2()
  * there; the fp64 ones gain 5-13% (layer forward 0.802 -> 0.758 ms, layer
  * VJP 0.840 -> 0.732). The scalar kernels and the tensor-core layer's
  * epilogue (cuda_layer_tc.cu) do not fold. */
+static std::atomic<unsigned long long> rs_sym_runs; /* launches of the folded kernels */
+
 static bool rs_sym(const ecenet_realspace_params *p)
 {
     static int on;
@@ -602,6 +605,7 @@ static void rs_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
         smem_allow(K, sm);
         K<<<nb, th, sm>>>(R, a, rpt, X, Y);
         CU_LAUNCHED();
+        rs_sym_runs += sym;
         return;
     }
     /* the scalar kernels: table slots QT */
@@ -654,6 +658,7 @@ static void rs_layer_fwd_launch(int64_t E, const ecenet_realspace_params *p, ece
     smem_allow(K, sm);
     K<<<nb, th, sm>>>(R, a, rpt, bias, Z, X);
     CU_LAUNCHED();
+    rs_sym_runs += sym;
 }
 
 /* the vector VJP kernel for (z0, sym) */
@@ -697,6 +702,7 @@ static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
         smem_allow(K, sm);
         K<<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);
         CU_LAUNCHED();
+        rs_sym_runs += sym;
         return;
     }
 #define RS_VJP(K, QT, SILU)                                                                        \
@@ -799,6 +805,7 @@ extern "C" void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E,
     else
         ecn_cu::rs_layer_kernels<float>(which, E, p, bias, Z, X, tmp);
 }
+extern "C" unsigned long long ecn_cuda_rs_sym_runs(void) { return ecn_cu::rs_sym_runs.load(); }
 extern "C" int ecn_cuda_set_rs_vector(int on)
 {
     int &v = ecn_cu::rs_vec();
