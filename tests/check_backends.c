@@ -1058,8 +1058,7 @@ static void test_layers(tctx *c, setup *u)
          * channels) those cases launch them, unless the environment turns
          * the fold (ECENET_RS_SYM=0) or the vector kernels
          * (ECENET_RS_VECTOR=0) off; elsewhere nothing may run them */
-        const char *ev = getenv("ECENET_RS_SYM"), *vv = getenv("ECENET_RS_VECTOR");
-        const int on = !(ev && !strcmp(ev, "0")) && !(vv && *vv && strtol(vv, NULL, 10) <= 0);
+        const int on = ecn_cuda_rs_sym_on() && ecn_cuda_set_rs_vector(-1) > 0;
         const int fits = Q == 4 && F % (int)(16 / be->real_size) == 0 && E > 0 && G >= 3 &&
                          G % 2 == 1;
         const unsigned long long ran = ecn_cuda_rs_sym_runs() - sym0;

@@ -213,8 +213,9 @@ typedef struct ecenet_backend {
     void (*range_pop)(void);
     int (*set_tf32)(int on);
     /* optional: one line naming the device the backend runs on (cuda: the
-     * GPU, its SMs, memory and compute capability), for benchmark logs;
-     * a static string, valid until the process ends */
+     * GPU, its SMs, memory and compute capability; omp: the CPU and its
+     * threads), for benchmark logs; a static string, valid until the
+     * process ends */
     const char *(*device)(void);
 
     /* ---- geometry ---- */

@@ -52,7 +52,7 @@ int ecn_cuda_set_rs_launch(int rows, int warps);
  * with 16-byte loads and stores; it applies where Q == 4, F % V == 0 and the
  * tensors are 16-byte aligned (elsewhere the scalar kernels run). on: 0 the
  * scalar kernels only; 1 (default; any value above 0) the vector kernels
- * wherever they apply. Same results in every mode (the same arithmetic per
+ * wherever they apply; below 0 only asks. Same results in every mode (the same arithmetic per
  * element, in the same order), except on a grid_sym layer, where the vector
  * kernels fold the grid (ECENET_RS_SYM) and the scalar ones do not.
  * Default: env ECENET_RS_VECTOR (0, 1; read once), else 1. Returns the
@@ -93,6 +93,9 @@ unsigned long long ecn_cuda_frame_pack_runs(void);
  * (cuda_realspace.cu, ECENET_RS_SYM; tests check that the default path they
  * mean to test really ran) */
 unsigned long long ecn_cuda_rs_sym_runs(void);
+/* whether the folded kernels run on grid_sym layers (env ECENET_RS_SYM, not
+ * "0"; read once) */
+int ecn_cuda_rs_sym_on(void);
 
 /* The first CUDA / cuBLAS error the backend saw (sticky): 0 if none, else a
  * nonzero code with a message in buf. Once an error is recorded, download

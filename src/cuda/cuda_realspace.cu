@@ -568,16 +568,17 @@ static bool rs_vjp_v2()
  * epilogue (cuda_layer_tc.cu) do not fold. */
 static std::atomic<unsigned long long> rs_sym_runs; /* launches of the folded kernels */
 
-static bool rs_sym(const ecenet_realspace_params *p)
+static bool rs_sym_on()
 {
-    static int on;
+    static bool on;
     static std::once_flag once;
     std::call_once(once, [] {
         const char *v = getenv("ECENET_RS_SYM");
         on = !(v && !strcmp(v, "0"));
     });
-    return on && p->grid_sym;
+    return on;
 }
+static bool rs_sym(const ecenet_realspace_params *p) { return rs_sym_on() && p->grid_sym; }
 
 template <typename T, bool ACC>
 static void rs_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_idx ts,
@@ -806,10 +807,12 @@ extern "C" void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E,
         ecn_cu::rs_layer_kernels<float>(which, E, p, bias, Z, X, tmp);
 }
 extern "C" unsigned long long ecn_cuda_rs_sym_runs(void) { return ecn_cu::rs_sym_runs.load(); }
+extern "C" int ecn_cuda_rs_sym_on(void) { return ecn_cu::rs_sym_on(); }
 extern "C" int ecn_cuda_set_rs_vector(int on)
 {
     int &v = ecn_cu::rs_vec();
     const int old = v;
-    v = ecn_cu::clamp_mode(on);
+    if (on >= 0)
+        v = ecn_cu::clamp_mode(on);
     return old;
 }
