@@ -25,6 +25,8 @@ nvcc -O2 -arch=sm_90 -std=c++17 -o $P/x3_check $R/tools/device/x3_check.cu \
   -Xlinker -rpath,/usr/local/cuda/lib64 || echo "x3_check not built (optional)"
 nvcc -O2 -arch=sm_90 -std=c++17 -o $P/lt_bench $R/tools/device/lt_bench.cu -lcublasLt -lcublas \
   -Xlinker -rpath,/usr/local/cuda/lib64 || echo "lt_bench not built (optional)"
+nvcc -O2 -gencode arch=compute_90a,code=sm_90a -o $P/wgmma_probe $R/tools/device/wgmma_probe.cu \
+  -Xlinker -rpath,/usr/local/cuda/lib64 || echo "wgmma_probe not built (optional)"
 cp $O/ecenet $O/tests/check_options $O/tests/check_cuda $O/tests/check_backends $P/
 strip -s $P/ecenet $P/check_* $P/cuda_bench
 cp -L /usr/lib/x86_64-linux-gnu/{libblis.so.4,libsubunit.so.0,libcjson.so.1} $P/lib/
