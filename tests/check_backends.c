@@ -855,7 +855,8 @@ static void test_layers(tctx *c, setup *u)
     const size_t XE = (size_t)Q * 2 * F;
     char op[96];
     /* cuda: the tensor-core kernels (cuda_layer_tc.cu) are tested with them off
-     * (tc = 0) and on (tc = 2), and must really run where they apply */
+     * (tc = 0), on (tc = 2: mma.sync, split TF32 for strict fp32) and with
+     * the wgmma forward (tc = 3), and must really run where they apply */
 #ifdef ECENET_HAVE_CUDA
     const int is_cuda = !strcmp(be->name, "cuda");
     const int split = is_cuda && be->real_size == 4 && !ecn_cuda_tf32(); /* split TF32 */
@@ -963,7 +964,7 @@ static void test_layers(tctx *c, setup *u)
                     t_check(c, &Xb, op, "vjp Xbar (w_t)", 1);
                     const int tcm = ecn_cuda_set_layer_tc(0); /* (the tc VJP goes first) */
                     ecn_cuda_set_layer_tc(tcm);
-                    applies = x3 && E > 0 && fout % 4 == 0 && fin % 2 == 0 && tcm < 2;
+                    applies = x3 && E > 0 && fout % 4 == 0 && fin % 2 == 0 && tcm != 2;
                     ck_assert_msg(ran == (applies ? per : 0u),
                                   "%s vjp: split-TF32 kernel ran %llu times, expected %u", op,
                                   ran, applies ? per : 0u);
@@ -1085,7 +1086,7 @@ static void test_layers(tctx *c, setup *u)
      * sin(0·θ) = 0 and a zero sin m = 0 input slot), which lets cuda skip
      * that slot, and grid_sym, which lets omp and cuda fold the grid */
     if (be->layer_fwd || be->layer_vjp)
-        for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2)
+        for (int tc = 0; tc <= (is_cuda ? 3 : 0); tc += tc ? 1 : 2)
         for (int variant = 0; variant < 3; variant++)
         for (int mode = 0; mode < 4; mode++) {
             if (variant == 2 && (mode == 1 || mode == 2))
@@ -1099,7 +1100,11 @@ static void test_layers(tctx *c, setup *u)
                      rp.d.grid_sym ? " (grid_sym)" : "", tc);
             tens X = features(c, E, Q, F, variant != 2);
             const int tc_old = tc_set(is_cuda, tc);
-            const int tc_fits = tc && be->real_size == 4 && Q == 4 && F % 64 == 0 && E > 0;
+            int tc_fits = tc && be->real_size == 4 && Q == 4 && F % 64 == 0 && E > 0;
+#ifdef ECENET_HAVE_CUDA
+            if (tc == 3) /* wgmma: TF32 on sin0_zero layers, where built and on sm_90 */
+                tc_fits = tc_fits && !split && s0z && ecn_cuda_layer_wg_available();
+#endif
             if (be->layer_fwd) {
                 tens Xio = t_acc(c, (size_t)E * XE);
                 /* X in/out starts from X: copy X into both */
@@ -1130,7 +1135,7 @@ static void test_layers(tctx *c, setup *u)
                 const unsigned long long n0 = tc_runs(is_cuda);
                 be->layer_vjp(E, &lp.d, &rp.d, u->d_tsrc, u->d_ttgt, Z.d, Xb.d, dtmp);
                 t_check(c, &Xb, op, "vjp Xbar", 1);
-                tc_expect(is_cuda, n0, tc_fits && split, op, "vjp");
+                tc_expect(is_cuda, n0, tc == 2 && tc_fits && split, op, "vjp");
             }
             tc_set(is_cuda, tc_old);
         }

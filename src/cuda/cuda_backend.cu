@@ -78,6 +78,7 @@ static void init_state()
         st.n_sm = prop.multiProcessorCount;
         st.smem_optin = prop.sharedMemPerBlockOptin;
         st.cc_major = prop.major;
+        st.cc_minor = prop.minor;
     } else {
         st.n_sm = 80;
         st.smem_optin = 48 * 1024;

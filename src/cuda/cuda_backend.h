@@ -73,10 +73,13 @@ void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E, const ecenet_real
 /* The tensor-core layer kernels (cuda_layer_tc.cu): the fused layer forward
  * (one GEMM kernel with the RealSpace + residual epilogue) and, in split
  * TF32, the linear VJP GEMM. mode: 0 off (cuBLAS GEMMs and the RealSpace
- * kernel); 1 the fused forward for fp32 with TF32; 2 also strict fp32
- * through split TF32 (three MMAs per product, near fp32 but measurably
- * less accurate than SGEMM: fused forward and VJP GEMM). fp64 never uses them. Default: env ECENET_LAYER_TC (0, 1,
- * 2; read once), else ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 they are
+ * kernel); 1 the fused forward on mma.sync for fp32 with TF32; 2 also
+ * strict fp32 through split TF32 (three MMAs per product, near fp32 but
+ * measurably less accurate than SGEMM: fused forward and VJP GEMM); 3 the
+ * fused forward on wgmma for fp32 with TF32 on sin0_zero layers, where
+ * ecn_cuda_layer_wg_available (otherwise as 0). fp64 never uses them.
+ * Default: env ECENET_LAYER_TC (0-3; read once), else
+ * ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 the mma.sync kernels are
  * still slower than cuBLAS + RealSpace (doc/performance.md), so they are
  * opt-in until they win. Returns the previous mode. */
 #define ECN_CUDA_LAYER_TC_DEFAULT 0
@@ -84,6 +87,9 @@ int ecn_cuda_set_layer_tc(int mode);
 /* how many times the tensor-core layer kernel was launched (tests check
  * that the path they mean to test really ran) */
 unsigned long long ecn_cuda_layer_tc_launches(void);
+/* whether mode 3's wgmma kernel can run here: built for sm_90a (configure's
+ * sm_90) and on a compute capability 9.0 GPU */
+int ecn_cuda_layer_wg_available(void);
 
 /* how many linear calls ran on the edge frame's valid columns only
  * (ecenet_linear_params.frame_nl, cuda_linear_frame.cu; tests check that the

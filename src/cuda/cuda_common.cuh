@@ -51,7 +51,7 @@ struct State {
     int tf32;               /* fp32 GEMMs on TF32 tensor cores */
     int rs_block, rs_warps; /* RealSpace: rows per block, warps per block */
     int n_sm;
-    int cc_major;           /* compute capability (thread-block clusters from 9) */
+    int cc_major, cc_minor; /* compute capability (thread-block clusters from 9) */
     size_t smem_optin;      /* max dynamic shared memory per block (opt-in) */
 };
 /* Initialised on first use (thread-safe); every op calls it. */

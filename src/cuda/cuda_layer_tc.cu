@@ -1,6 +1,6 @@
 /* Tensor-core kernels of the equivariant layer (SPEC §10-§12), opt-in
  * (ECENET_LAYER_TC, cuda_backend.h; measured slower than cuBLAS + the
- * RealSpace kernel on the H200, doc/performance.md).
+ * RealSpace kernel on the H200 and H100, doc/performance.md).
  *
  * layer_tc_fwd_k: Z = Linear(X), X += RealSpace(Z) in one kernel, so a
  * layer reads X once and writes Z and X once (the cuBLAS path reads X,
@@ -35,7 +35,13 @@
  * F <= 512 (cluster <= 8), no per-edge-type weights or affine, 16-byte
  * aligned tensors, a GPU with thread-block clusters; VJP when Q = 4,
  * fin % 64 == 0, fout % 16 == 0 (split TF32 only). Otherwise the callers
- * take the cuBLAS path. */
+ * take the cuBLAS path.
+ *
+ * layer_wg_fwd_k (mode 3): the same forward with a wgmma main loop (sm_90a,
+ * TF32, sin0_zero layers), below. Both fused forwards are bound by the
+ * L2 traffic of their tiles (each 64-edge tile re-reads the four W_m
+ * tiles, each 64-feature tile re-reads X): ≈ 2 GB per layer at the bench
+ * shape against ≈ 1 GB for the cuBLAS GEMMs (doc/performance.md). */
 #include <atomic>
 #include <cooperative_groups.h>
 #include <limits.h>
@@ -288,29 +294,19 @@ __device__ static inline float4 add4(float4 a, float4 b)
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-template <int SPLIT, bool SILU>
-__global__ void __launch_bounds__(TC_THREADS, 1)
-    layer_tc_fwd_k(int64_t E, int F, TcArgs a, float *X, float *Z)
+/* The fused layer's epilogue, 4 consecutive features per thread and step
+ * (16-byte accesses, consecutive threads on consecutive features), from the
+ * output tile O ([slot][edge][feature], TC_LDO) of the block's 64 edges ×
+ * 64 features: Z = tile (+ bias), store Z, X += RealSpace(Z) with the
+ * operations of the RealSpace kernels. Z0 (a sin0_zero layer, the slot's
+ * GEMM not run): Z's sin m = 0 slot is written zero and X's left alone, as
+ * rs_layer_fwd_vk does; SYM: the folded grid of a grid_sym layer. */
+template <bool SILU, bool Z0, bool SYM>
+__device__ static inline void tc_epilogue(const float *O, const float *tab, const TcArgs &a,
+                                          int64_t E, int F, int64_t e0, int n0, float *X, float *Z)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    extern __shared__ __align__(16) float sm[];
-    float *tab = sm + TC_NST * TC_STAGE;
-    const int C = F / TC_BN;
-    const int n0 = (blockIdx.x % C) * TC_BN;              /* this block's features */
-    const int64_t e0 = (int64_t)(blockIdx.x / C) * TC_BM; /* the cluster's edges */
-    const int64_t rstride = 2LL * TC_Q * F;
-    float acc[TC_S][4][4];
-    tc_mainloop<SPLIT, false>(sm, X, a.w, E, F, F, e0, n0, acc);
-    tc_stage_out(sm, acc);
-    /* RealSpace tables, then the barrier of the row tile's blocks: past it
-     * every block of the cluster has read all of X's rows */
-    rs_tables<float, TC_Q>(a.rs, tab);
-    cgr::this_cluster().sync();
-
-    /* epilogue, 4 consecutive features per thread and step (16-byte accesses,
-     * consecutive threads on consecutive features): Z = tile (+ bias), store
-     * Z, X += RealSpace(Z) with the operations of the RealSpace kernels */
     const int G = a.rs.G;
+    const int64_t rstride = 2LL * TC_Q * F;
     for (int i = threadIdx.x; i < TC_BM * (TC_BN / 4); i += TC_THREADS) {
         const int r = i / (TC_BN / 4), c = 4 * (i % (TC_BN / 4));
         const int64_t e = e0 + r;
@@ -321,12 +317,13 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
         float4 x[TC_S];
 #pragma unroll
         for (int s = 0; s < TC_S; s++)
-            x[s] = ld4(xe + s * F);
+            x[s] = Z0 && s == 1 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ld4(xe + s * F);
         float zc[TC_Q][4], zs[TC_Q][4], yc[TC_Q][4], ys[TC_Q][4], scale[4], shift[4];
 #pragma unroll
         for (int m = 0; m < TC_Q; m++) {
-            const float4 c4 = ld4(sm + ((2 * m) * TC_BM + r) * TC_LDO + c);
-            const float4 s4 = ld4(sm + ((2 * m + 1) * TC_BM + r) * TC_LDO + c);
+            const float4 c4 = ld4(O + ((2 * m) * TC_BM + r) * TC_LDO + c);
+            const float4 s4 = Z0 && m == 0 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f)
+                                           : ld4(O + ((2 * m + 1) * TC_BM + r) * TC_LDO + c);
             zc[m][0] = c4.x; zc[m][1] = c4.y; zc[m][2] = c4.z; zc[m][3] = c4.w;
             zs[m][0] = s4.x; zs[m][1] = s4.y; zs[m][2] = s4.z; zs[m][3] = s4.w;
         }
@@ -345,17 +342,232 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
             st4(ze + (2 * m) * F, make_float4(zc[m][0], zc[m][1], zc[m][2], zc[m][3]));
             st4(ze + (2 * m + 1) * F, make_float4(zs[m][0], zs[m][1], zs[m][2], zs[m][3]));
         }
-        rs_grid_v<float, TC_Q, 4, 4, SILU>(tab, G, a.rs.act, 0, zc, zs, scale, shift, yc, ys);
+        if (SYM)
+            rs_grid_sym_v<float, TC_Q, 4, 4, SILU, Z0>(tab, G, a.rs.act, 0, zc, zs, scale, shift,
+                                                       yc, ys);
+        else
+            rs_grid_v<float, TC_Q, 4, 4, SILU, Z0>(tab, G, a.rs.act, 0, zc, zs, scale, shift, yc,
+                                                   ys);
 #pragma unroll
         for (int m = 0; m < TC_Q; m++) {
             st4(xe + (2 * m) * F, add4(x[2 * m], make_float4(yc[m][0], yc[m][1], yc[m][2], yc[m][3])));
-            st4(xe + (2 * m + 1) * F,
-                add4(x[2 * m + 1], make_float4(ys[m][0], ys[m][1], ys[m][2], ys[m][3])));
+            if (!Z0 || m)
+                st4(xe + (2 * m + 1) * F,
+                    add4(x[2 * m + 1], make_float4(ys[m][0], ys[m][1], ys[m][2], ys[m][3])));
         }
     }
+}
+
+template <int SPLIT, bool SILU>
+__global__ void __launch_bounds__(TC_THREADS, 1)
+    layer_tc_fwd_k(int64_t E, int F, TcArgs a, float *X, float *Z)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(16) float sm[];
+    float *tab = sm + TC_NST * TC_STAGE;
+    const int C = F / TC_BN;
+    const int n0 = (blockIdx.x % C) * TC_BN;              /* this block's features */
+    const int64_t e0 = (int64_t)(blockIdx.x / C) * TC_BM; /* the cluster's edges */
+    float acc[TC_S][4][4];
+    tc_mainloop<SPLIT, false>(sm, X, a.w, E, F, F, e0, n0, acc);
+    tc_stage_out(sm, acc);
+    /* RealSpace tables, then the barrier of the row tile's blocks: past it
+     * every block of the cluster has read all of X's rows */
+    rs_tables<float, TC_Q>(a.rs, tab);
+    cgr::this_cluster().sync();
+    tc_epilogue<SILU, false, false>(sm, tab, a, E, F, e0, n0, X, Z);
 #else
     (void)E; (void)F; (void)a; (void)X; (void)Z;
     __trap(); /* the host launches it only on sm_90+ */
+#endif
+}
+
+/* ---- the same layer on wgmma (sm_90a): TF32, sin0_zero layers -------------------------------------- */
+
+/* Hopper's warpgroup MMA reads both operands from shared memory, so the K
+ * loop issues one instruction per 64 × 64 × 8 product of a warpgroup
+ * instead of mma.sync's 32 per warp plus their fragment loads and TF32
+ * conversions (the hardware takes the top 19 bits of each fp32 operand, as
+ * cuBLAS's TF32 GEMMs do). Same block tile and epilogue as layer_tc_fwd_k;
+ * the sin m = 0 slot is neither loaded nor multiplied (sin0_zero layers
+ * only: Z's slot is written zero, as the cuBLAS path's). Warpgroup g owns
+ * features 32g..32g+31 of the tile in all seven slots (the same
+ * instructions in both, which the compiler needs to keep the MMAs
+ * asynchronous; a split by slots, 3 and 4, serialised them).
+ *
+ * Shared-memory operand layout (K-major, no swizzle): an 8-row × 16-byte
+ * core matrix is 128 contiguous bytes; a 64-row × 16-k tile is [k/4][row/8]
+ * of them, so cores adjacent in rows are 128 B apart (the descriptor's
+ * stride byte offset) and in k 1024 B (its leading byte offset), as the PTX
+ * ISA defines them for K-major operands (tools/device/wgmma_probe.cu checked
+ * both on the device). A thread's 16-byte cp.async chunk of a tile is row
+ * 8·warp + lane%8, chunk lane/8: each quarter warp writes 128 contiguous
+ * bytes and each warp reads 64 contiguous bytes of 8 rows.
+ *
+ * TF32 rounding: the tensor cores would take the top 19 bits of each fp32
+ * operand (truncation, a bias that reached 3e-3 in the golden energies), so
+ * each thread rounds its own chunks to nearest (cvt.rna, as the mma.sync
+ * kernel and cuBLAS's TF32 path) once they have landed. */
+constexpr int WG_BK = 16, WG_NST = 4;     /* K step, cp.async stages */
+constexpr int WG_SL = TC_S - 1;           /* slots loaded: all but sin m = 0 */
+constexpr int WG_T = TC_BM * WG_BK;       /* one 64 × 16 operand tile */
+constexpr int WG_A = WG_SL * WG_T, WG_STAGE = WG_A + TC_Q * WG_T;
+static_assert(TC_BM == 64 && TC_BN == 64 && WG_BK == 16 && TC_THREADS == 256,
+              "wg_load's chunk map and the descriptors assume these");
+static_assert(TC_S * TC_BM * TC_LDO <= WG_NST * WG_STAGE, "output tile fits the pipeline");
+constexpr size_t WG_SMEM = (size_t)(WG_NST * WG_STAGE + 4 * TC_Q * TC_GMAX) * sizeof(float);
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ECN_WGMMA 1
+/* shared-memory matrix descriptor: start, leading (k) and stride (row) byte offsets */
+__device__ static inline uint64_t wg_desc(const float *p)
+{
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | (uint64_t)(1024 >> 4) << 16 | (uint64_t)(128 >> 4) << 32;
+}
+
+#define WG_R8(i)                                                                                   \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+/* d += A·Bᵀ, A 64 × 8 and B 32 × 8 (both K-major) in shared memory; the
+ * accumulator of thread (warp w, lane) holds rows 16w + lane/4 (+8 for
+ * registers 2, 3 mod 4) and columns 8(j/4) + 2(lane%4) + j%2 */
+__device__ static inline void wgmma32(float (&d)[16], uint64_t da, uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+                 "%16, %17, 1, 1, 1;\n"
+                 : WG_R8(0), WG_R8(8)
+                 : "l"(da), "l"(db));
+}
+#undef WG_R8
+
+/* the slot of loaded slot sl (the sin m = 0 slot, 1, is not loaded) */
+__device__ static inline int wg_slot(int sl) { return sl ? sl + 1 : 0; }
+
+/* this thread's 16-byte chunk of a 64 × 16 tile: row 8·warp + lane%8, k chunk lane/8 */
+__device__ static inline int wg_chunk()
+{
+    const int tid = threadIdx.x;
+    return ((tid >> 3) & 3) * 256 + (8 * (tid >> 5) + (tid & 7)) * 4;
+}
+
+/* the K tile k0..k0+15 of the 7 slots' X rows and the 4 W_m into a stage */
+__device__ static inline void wg_load(float *st, const float *xa, bool ok, const float *wb, int F,
+                                      int k0)
+{
+    const int o = wg_chunk();
+#pragma unroll
+    for (int sl = 0; sl < WG_SL; sl++)
+        cp16(st + sl * WG_T + o, xa + wg_slot(sl) * F + k0, ok);
+#pragma unroll
+    for (int m = 0; m < TC_Q; m++)
+        cp16(st + WG_A + m * WG_T + o, wb + (int64_t)m * F * F + k0, true);
+}
+
+/* this thread's chunks of a landed stage, rounded to TF32 in place */
+__device__ static inline void wg_round(float *st)
+{
+    const int o = wg_chunk();
+#pragma unroll
+    for (int t = 0; t < WG_SL + TC_Q; t++) {
+        float4 *p = reinterpret_cast<float4 *>(st + t * WG_T + o);
+        float4 v = *p;
+        v.x = __uint_as_float(to_tf32(v.x));
+        v.y = __uint_as_float(to_tf32(v.y));
+        v.z = __uint_as_float(to_tf32(v.z));
+        v.w = __uint_as_float(to_tf32(v.w));
+        *p = v;
+    }
+}
+
+/* acc[sl] = the 64 edges × 32 features (32g.., warpgroup g) of slot
+ * wg_slot(sl), summed over k = 0..F-1 */
+__device__ static inline void wg_mainloop(float *sm, const float *X, const float *W, int64_t E,
+                                          int F, int64_t e0, int n0, float (&acc)[WG_SL][16])
+{
+    const int tid = threadIdx.x, g = tid >> 7;
+#pragma unroll
+    for (int i = 0; i < WG_SL; i++)
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            acc[i][j] = 0.0f;
+    const int r = 8 * (tid >> 5) + (tid & 7), kc = (tid >> 3) & 3;
+    const int64_t e = e0 + r;
+    const bool ok = e < E; /* rows past E read nothing and fill zeros */
+    const float *xa = X + (ok ? e : 0) * (2LL * TC_Q * F) + 4 * kc;
+    const float *wb = W + (int64_t)(n0 + r) * F + 4 * kc;
+    const int KT = F / WG_BK;
+#pragma unroll
+    for (int st = 0; st < WG_NST - 1; st++) {
+        if (st < KT)
+            wg_load(sm + st * WG_STAGE, xa, ok, wb, F, st * WG_BK);
+        cp_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        cp_wait<WG_NST - 2>();
+        wg_round(sm + (kt % WG_NST) * WG_STAGE);
+        /* this thread's writes, visible to the tensor cores' proxy; past
+         * the barrier all of tile kt is, and every warpgroup has finished
+         * (waited for) its MMAs on tile kt-1, whose buffer the next load
+         * reuses */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        if (kt + WG_NST - 1 < KT)
+            wg_load(sm + ((kt + WG_NST - 1) % WG_NST) * WG_STAGE, xa, ok, wb, F,
+                    (kt + WG_NST - 1) * WG_BK);
+        cp_commit();
+        const float *st = sm + (kt % WG_NST) * WG_STAGE;
+        /* k step q: cores 2q, 2q+1 (512q floats in); features 32g: rows 32g (128g floats) */
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+#pragma unroll
+            for (int sl = 0; sl < WG_SL; sl++)
+                wgmma32(acc[sl], wg_desc(st + sl * WG_T + 512 * q),
+                        wg_desc(st + WG_A + (wg_slot(sl) >> 1) * WG_T + 128 * g + 512 * q));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    }
+    cp_wait<0>();
+    __syncthreads(); /* the pipeline's shared memory is free for the output tile */
+}
+
+/* the accumulators into the output tile [slot][edge][feature] (slot 1 unwritten) */
+__device__ static inline void wg_stage_out(float *O, const float (&acc)[WG_SL][16])
+{
+    const int tid = threadIdx.x, g = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+#pragma unroll
+    for (int sl = 0; sl < WG_SL; sl++)
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+            const int row = 16 * w + (lane >> 2) + 8 * ((j & 3) >> 1);
+            const int col = 32 * g + 8 * (j >> 2) + 2 * (lane & 3);
+            *reinterpret_cast<float2 *>(O + (wg_slot(sl) * TC_BM + row) * TC_LDO + col) =
+                make_float2(acc[sl][j], acc[sl][j + 1]);
+        }
+}
+#endif
+
+template <bool SILU, bool SYM>
+__global__ void __launch_bounds__(TC_THREADS, 1)
+    layer_wg_fwd_k(int64_t E, int F, TcArgs a, float *X, float *Z)
+{
+#ifdef ECN_WGMMA
+    extern __shared__ __align__(16) float sm[];
+    float *tab = sm + WG_NST * WG_STAGE;
+    const int C = F / TC_BN;
+    const int n0 = (blockIdx.x % C) * TC_BN;
+    const int64_t e0 = (int64_t)(blockIdx.x / C) * TC_BM;
+    float acc[WG_SL][16];
+    wg_mainloop(sm, X, a.w, E, F, e0, n0, acc);
+    wg_stage_out(sm, acc);
+    rs_tables<float, TC_Q>(a.rs, tab); /* (its barrier: the tile is staged) */
+    cgr::this_cluster().sync();        /* every block of the row tile has read X */
+    tc_epilogue<SILU, true, SYM>(sm, tab, a, E, F, e0, n0, X, Z);
+#else
+    (void)E; (void)F; (void)a; (void)X; (void)Z;
+    __trap(); /* the host launches it only where the sm_90a code was built (ECN_CUDA_SM90A) */
 #endif
 }
 
@@ -407,19 +619,32 @@ static int &tc_mode()
     std::call_once(tc_once, [] {
         const char *v = getenv("ECENET_LAYER_TC");
         long m = v && *v ? strtol(v, NULL, 10) : ECN_CUDA_LAYER_TC_DEFAULT;
-        tc_mode_v = m <= 0 ? 0 : m >= 2 ? 2 : 1;
+        tc_mode_v = m <= 0 ? 0 : m >= 3 ? 3 : (int)m;
     });
     return tc_mode_v;
 }
 
+/* the wgmma kernel's code was built (sm_90a, configure's sm_90) and this is
+ * a compute capability 9.0 GPU, the only one sm_90a code runs on */
+static bool wg_available()
+{
+#ifdef ECN_CUDA_SM90A
+    const State &s = state();
+    return s.cc_major == 9 && s.cc_minor == 0 && s.smem_optin >= WG_SMEM;
+#else
+    return false;
+#endif
+}
+
 static inline bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-static void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, int64_t nrb, int C)
+static void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, int64_t nrb, int C,
+                      size_t smem)
 {
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = dim3((unsigned)(nrb * C), 1, 1);
     cfg.blockDim = dim3(TC_THREADS, 1, 1);
-    cfg.dynamicSmemBytes = TC_SMEM;
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = 0;
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = (unsigned)C;
@@ -429,35 +654,37 @@ static void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, int64_t 
     cfg.numAttrs = 1;
 }
 
-/* whether a cluster of C such blocks fits on this GPU (asked once per C) */
-static bool tc_cluster_fits(int C)
+/* whether a cluster of C blocks of the mma.sync (wg = 0) or the wgmma
+ * (wg = 1) kernel fits on this GPU (asked once per kernel and C) */
+static bool tc_cluster_fits(int wg, int C)
 {
-    static std::atomic<int> known[9]; /* 0 unknown, 1 fits, -1 does not */
-    if (!known[C].load()) {
-        auto kern = layer_tc_fwd_k<1, true>;
+    static std::atomic<int> known[2][9]; /* 0 unknown, 1 fits, -1 does not */
+    if (!known[wg][C].load()) {
+        const void *kern = wg ? (const void *)layer_wg_fwd_k<true, false>
+                              : (const void *)layer_tc_fwd_k<1, true>;
+        const size_t smem = wg ? WG_SMEM : TC_SMEM;
         int n = 0;
         cudaLaunchConfig_t cfg;
         cudaLaunchAttribute at[1];
-        tc_config(cfg, at, 1, C);
+        tc_config(cfg, at, 1, C, smem);
         const bool ok =
-            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)TC_SMEM) == cudaSuccess &&
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ==
+                cudaSuccess &&
             cudaOccupancyMaxActiveClusters(&n, kern, &cfg) == cudaSuccess && n > 0;
         (void)cudaGetLastError(); /* a refusal here only means: not this path */
-        known[C].store(ok ? 1 : -1);
+        known[wg][C].store(ok ? 1 : -1);
     }
-    return known[C].load() > 0;
+    return known[wg][C].load() > 0;
 }
 
-template <int SPLIT, bool SILU>
-static void tc_launch(int64_t E, int F, const TcArgs &a, float *X, float *Z)
+template <typename K>
+static void tc_launch(K kern, size_t smem, int64_t E, int F, const TcArgs &a, float *X, float *Z)
 {
     const int C = F / TC_BN;
-    auto kern = layer_tc_fwd_k<SPLIT, SILU>;
-    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TC_SMEM));
+    CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[1];
-    tc_config(cfg, at, (E + TC_BM - 1) / TC_BM, C);
+    tc_config(cfg, at, (E + TC_BM - 1) / TC_BM, C, smem);
     CU_CHECK(cudaLaunchKernelEx(&cfg, kern, E, F, a, X, Z));
 }
 
@@ -467,7 +694,10 @@ bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     State &s = state();
     const int mode = tc_mode();
     const int split_n = s.tf32 ? 1 : 3;
-    if (mode == 0 || (split_n == 3 && mode < 2) || s.cc_major < 9 || s.smem_optin < TC_SMEM)
+    /* mode 3: the wgmma kernel, TF32 on sin0_zero layers only */
+    const bool wg = mode == 3;
+    if (mode == 0 || (split_n == 3 && mode != 2) || s.cc_major < 9 ||
+        s.smem_optin < (wg ? WG_SMEM : TC_SMEM) || (wg && (!wg_available() || !rs->sin0_zero)))
         return false;
     const int F = lin->fin;
     if (E <= 0 || lin->fout != F || rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q ||
@@ -475,17 +705,24 @@ bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
         rs->scale_src || rs->scale_tgt || rs->shift_src || rs->shift_tgt)
         return false;
     if (!al16(X) || !al16(Z) || !al16(lin->w) || (E + TC_BM - 1) / TC_BM * (F / TC_BN) > INT_MAX ||
-        !tc_cluster_fits(F / TC_BN))
+        !tc_cluster_fits(wg, F / TC_BN))
         return false;
     TcArgs a;
     a.w = (const float *)lin->w;
     a.bias = (const float *)lin->bias;
     a.rs = rs_args<float>(rs, NULL, NULL);
     const bool silu = rs->act == ECENET_ACT_SILU;
-    if (split_n == 1)
-        silu ? tc_launch<1, true>(E, F, a, X, Z) : tc_launch<1, false>(E, F, a, X, Z);
+    if (wg) { /* the folded grid where the RealSpace kernels fold (ECENET_RS_SYM) */
+        const bool sym = rs->grid_sym && ecn_cuda_rs_sym_on();
+        auto k = silu ? (sym ? layer_wg_fwd_k<true, true> : layer_wg_fwd_k<true, false>)
+                      : (sym ? layer_wg_fwd_k<false, true> : layer_wg_fwd_k<false, false>);
+        tc_launch(k, WG_SMEM, E, F, a, X, Z);
+    } else if (split_n == 1)
+        tc_launch(silu ? layer_tc_fwd_k<1, true> : layer_tc_fwd_k<1, false>, TC_SMEM, E, F, a, X,
+                  Z);
     else
-        silu ? tc_launch<3, true>(E, F, a, X, Z) : tc_launch<3, false>(E, F, a, X, Z);
+        tc_launch(silu ? layer_tc_fwd_k<3, true> : layer_tc_fwd_k<3, false>, TC_SMEM, E, F, a, X,
+                  Z);
     tc_launches++;
     return true;
 }
@@ -494,7 +731,7 @@ bool lin_tc_vjp(int64_t E, const ecenet_linear_params *p, const float *Yb, float
 {
     State &s = state();
     /* split TF32 only: with TF32 on, cuBLAS's TF32 GEMM is the faster one */
-    if (tc_mode() < 2 || s.tf32 || s.cc_major < 8 || s.smem_optin < TC_SMEM)
+    if (tc_mode() != 2 || s.tf32 || s.cc_major < 8 || s.smem_optin < TC_SMEM)
         return false;
     const int fin = p->fin, fout = p->fout;
     if (E <= 0 || p->Q != TC_Q || fin % TC_BN || fout % TC_BK || !al16(Yb) || !al16(Xb) ||
@@ -515,8 +752,10 @@ extern "C" int ecn_cuda_set_layer_tc(int mode)
 {
     int &m = ecn_cu::tc_mode();
     const int old = m;
-    m = mode <= 0 ? 0 : mode >= 2 ? 2 : 1;
+    m = mode <= 0 ? 0 : mode >= 3 ? 3 : mode;
     return old;
 }
+
+extern "C" int ecn_cuda_layer_wg_available(void) { return ecn_cu::wg_available(); }
 
 extern "C" unsigned long long ecn_cuda_layer_tc_launches(void) { return ecn_cu::tc_launches.load(); }
