@@ -12,7 +12,8 @@
 # CB_CASES, default "golden ops") with X3ENV set (default
 # ECENET_FP32_GEMM=x3), the golden case again with sgemm; or, with FULL=1,
 # check_cuda, check_backends (case by case: golden, determinism, then ops)
-# and check_options on the cuda rows with the build's defaults; a memcheck of
+# and check_options on the cuda rows with the build's defaults (OPS_ROWS,
+# e.g. "cuda:f64 cuda:f32": the ops case on those rows only); a memcheck of
 # a small bench (X3ENV); FULL benches only the default and sgemm. About 3
 # minutes (FULL: 8, within one call's 600 s on a normal machine).
 #   bash tools/device/x3.sh
@@ -37,11 +38,15 @@ if [[ -n $FULL ]]; then # the CUDA part of make check, with the build's defaults
   # case by case: the whole suite over the three cuda rows has run past
   # 270-330 s on slow machines and lost its last case (ops alone: 294 s on
   # an H200, seventeenth session; golden 18 s; determinism 6 s)
-  for c in golden determinism ops; do
-    echo "== check_backends $c, cuda rows $((SECONDS-T0))s"
-    ECENET_TEST_BACKEND=cuda CK_RUN_CASE=$c timeout $([[ $c == ops ]] && echo ${CB_LIMIT:-360} || echo 120) \
-      ./check_backends > $OUT/check_backends_$c.log 2>&1
-    echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends_$c.log | cut -c1-300 | tail -4
+  # OPS_ROWS="cuda:f64 cuda:f32": the ops case on those rows only, one run each
+  PAIRS="golden:cuda determinism:cuda"
+  for r in ${OPS_ROWS:-cuda}; do PAIRS+=" ops:$r"; done
+  for p in $PAIRS; do
+    c=${p%%:*}; row=${p#*:}; tag=${row#cuda}; tag=${tag//:/_}
+    echo "== check_backends $c, $row rows $((SECONDS-T0))s"
+    ECENET_TEST_BACKEND=$row CK_RUN_CASE=$c timeout $([[ $c == ops ]] && echo ${CB_LIMIT:-360} || echo 120) \
+      ./check_backends > $OUT/check_backends_$c$tag.log 2>&1
+    echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_backends_$c$tag.log | cut -c1-300 | tail -4
   done
   echo "== check_options $((SECONDS-T0))s"; ECENET_TEST_BACKEND=cuda timeout 120 ./check_options > $OUT/check_options.log 2>&1
   echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/check_options.log | cut -c1-300 | tail -4
