@@ -77,8 +77,10 @@ void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E, const ecenet_real
  * strict fp32 through split TF32 (three MMAs per product, near fp32 but
  * measurably less accurate than SGEMM: fused forward and VJP GEMM); 3 the
  * fused forward on wgmma for fp32 with TF32 on sin0_zero layers, where
- * ecn_cuda_layer_wg_available (otherwise as 0). fp64 never uses them.
- * Default: env ECENET_LAYER_TC (0-3; read once), else
+ * ecn_cuda_layer_wg_available (otherwise as 0); 4 the same with one block
+ * per m and 128 features (F = 128 or 256), the m's of a tile exchanging
+ * their slots through distributed shared memory. fp64 never uses them.
+ * Default: env ECENET_LAYER_TC (0-4; read once), else
  * ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 the mma.sync kernels are
  * still slower than cuBLAS + RealSpace (doc/performance.md), so they are
  * opt-in until they win. Returns the previous mode. */

@@ -294,67 +294,84 @@ __device__ static inline float4 add4(float4 a, float4 b)
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-/* The fused layer's epilogue, 4 consecutive features per thread and step
- * (16-byte accesses, consecutive threads on consecutive features), from the
- * output tile O ([slot][edge][feature], TC_LDO) of the block's 64 edges ×
- * 64 features: Z = tile (+ bias), store Z, X += RealSpace(Z) with the
- * operations of the RealSpace kernels. Z0 (a sin0_zero layer, the slot's
- * GEMM not run): Z's sin m = 0 slot is written zero and X's left alone, as
- * rs_layer_fwd_vk does; SYM: the folded grid of a grid_sym layer. */
+/* The fused layer's epilogue for 4 consecutive features f..f+3 of one edge
+ * (16-byte accesses at ze, xe: Z's and X's row at f), given their linear
+ * outputs zc, zs (cos, sin slots of each m): Z = them (+ bias), store Z,
+ * X += RealSpace(Z) with the operations of the RealSpace kernels. Z0 (a
+ * sin0_zero layer, the slot's GEMM not run, zs[0] zero): Z's sin m = 0
+ * slot is written zero and X's left alone, as rs_layer_fwd_vk does; SYM:
+ * the folded grid of a grid_sym layer. */
+template <bool SILU, bool Z0, bool SYM>
+__device__ static inline void tc_epi4(const float *tab, const TcArgs &a, int F, int f, float *ze,
+                                      float *xe, float (&zc)[TC_Q][4], float (&zs)[TC_Q][4])
+{
+    float4 x[TC_S];
+#pragma unroll
+    for (int s = 0; s < TC_S; s++)
+        x[s] = Z0 && s == 1 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ld4(xe + s * F);
+    float yc[TC_Q][4], ys[TC_Q][4], scale[4], shift[4];
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        if (a.bias)
+            zc[0][v] += a.bias[f + v];
+        scale[v] = a.rs.scale ? a.rs.scale[f + v] : 1.0f;
+        shift[v] = a.rs.shift ? a.rs.shift[f + v] : 0.0f;
+#pragma unroll
+        for (int m = 0; m < TC_Q; m++)
+            yc[m][v] = ys[m][v] = 0.0f;
+    }
+#pragma unroll
+    for (int m = 0; m < TC_Q; m++) {
+        st4(ze + (2 * m) * F, make_float4(zc[m][0], zc[m][1], zc[m][2], zc[m][3]));
+        st4(ze + (2 * m + 1) * F, make_float4(zs[m][0], zs[m][1], zs[m][2], zs[m][3]));
+    }
+    if (SYM)
+        rs_grid_sym_v<float, TC_Q, 4, 4, SILU, Z0>(tab, a.rs.G, a.rs.act, 0, zc, zs, scale, shift,
+                                                   yc, ys);
+    else
+        rs_grid_v<float, TC_Q, 4, 4, SILU, Z0>(tab, a.rs.G, a.rs.act, 0, zc, zs, scale, shift, yc,
+                                               ys);
+#pragma unroll
+    for (int m = 0; m < TC_Q; m++) {
+        st4(xe + (2 * m) * F, add4(x[2 * m], make_float4(yc[m][0], yc[m][1], yc[m][2], yc[m][3])));
+        if (!Z0 || m)
+            st4(xe + (2 * m + 1) * F,
+                add4(x[2 * m + 1], make_float4(ys[m][0], ys[m][1], ys[m][2], ys[m][3])));
+    }
+}
+
+/* x, y, z, w of a float4 into v[0..3] */
+__device__ static inline void unpack4(float4 q, float (&v)[4])
+{
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+}
+
+/* tc_epi4 over a block's 64 edges × 64 features, 4 consecutive features per
+ * thread and step (consecutive threads on consecutive features), from the
+ * output tile O ([slot][edge][feature], TC_LDO) */
 template <bool SILU, bool Z0, bool SYM>
 __device__ static inline void tc_epilogue(const float *O, const float *tab, const TcArgs &a,
                                           int64_t E, int F, int64_t e0, int n0, float *X, float *Z)
 {
-    const int G = a.rs.G;
     const int64_t rstride = 2LL * TC_Q * F;
     for (int i = threadIdx.x; i < TC_BM * (TC_BN / 4); i += TC_THREADS) {
         const int r = i / (TC_BN / 4), c = 4 * (i % (TC_BN / 4));
         const int64_t e = e0 + r;
         if (e >= E)
             break; /* rows only grow with i */
-        const int f = n0 + c;
-        float *ze = Z + e * rstride + f, *xe = X + e * rstride + f;
-        float4 x[TC_S];
-#pragma unroll
-        for (int s = 0; s < TC_S; s++)
-            x[s] = Z0 && s == 1 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ld4(xe + s * F);
-        float zc[TC_Q][4], zs[TC_Q][4], yc[TC_Q][4], ys[TC_Q][4], scale[4], shift[4];
+        float zc[TC_Q][4], zs[TC_Q][4];
 #pragma unroll
         for (int m = 0; m < TC_Q; m++) {
-            const float4 c4 = ld4(O + ((2 * m) * TC_BM + r) * TC_LDO + c);
-            const float4 s4 = Z0 && m == 0 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f)
-                                           : ld4(O + ((2 * m + 1) * TC_BM + r) * TC_LDO + c);
-            zc[m][0] = c4.x; zc[m][1] = c4.y; zc[m][2] = c4.z; zc[m][3] = c4.w;
-            zs[m][0] = s4.x; zs[m][1] = s4.y; zs[m][2] = s4.z; zs[m][3] = s4.w;
+            unpack4(ld4(O + ((2 * m) * TC_BM + r) * TC_LDO + c), zc[m]);
+            unpack4(Z0 && m == 0 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f)
+                                 : ld4(O + ((2 * m + 1) * TC_BM + r) * TC_LDO + c),
+                    zs[m]);
         }
-#pragma unroll
-        for (int v = 0; v < 4; v++) {
-            if (a.bias)
-                zc[0][v] += a.bias[f + v];
-            scale[v] = a.rs.scale ? a.rs.scale[f + v] : 1.0f;
-            shift[v] = a.rs.shift ? a.rs.shift[f + v] : 0.0f;
-#pragma unroll
-            for (int m = 0; m < TC_Q; m++)
-                yc[m][v] = ys[m][v] = 0.0f;
-        }
-#pragma unroll
-        for (int m = 0; m < TC_Q; m++) {
-            st4(ze + (2 * m) * F, make_float4(zc[m][0], zc[m][1], zc[m][2], zc[m][3]));
-            st4(ze + (2 * m + 1) * F, make_float4(zs[m][0], zs[m][1], zs[m][2], zs[m][3]));
-        }
-        if (SYM)
-            rs_grid_sym_v<float, TC_Q, 4, 4, SILU, Z0>(tab, G, a.rs.act, 0, zc, zs, scale, shift,
-                                                       yc, ys);
-        else
-            rs_grid_v<float, TC_Q, 4, 4, SILU, Z0>(tab, G, a.rs.act, 0, zc, zs, scale, shift, yc,
-                                                   ys);
-#pragma unroll
-        for (int m = 0; m < TC_Q; m++) {
-            st4(xe + (2 * m) * F, add4(x[2 * m], make_float4(yc[m][0], yc[m][1], yc[m][2], yc[m][3])));
-            if (!Z0 || m)
-                st4(xe + (2 * m + 1) * F,
-                    add4(x[2 * m + 1], make_float4(ys[m][0], ys[m][1], ys[m][2], ys[m][3])));
-        }
+        tc_epi4<SILU, Z0, SYM>(tab, a, F, n0 + c, Z + e * rstride + n0 + c,
+                               X + e * rstride + n0 + c, zc, zs);
     }
 }
 
@@ -571,6 +588,203 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
 #endif
 }
 
+/* ---- wgmma, one CTA per m: the m's and feature tiles of a row tile one cluster ------------------- */
+
+/* layer_wc_fwd_k (mode 4): the tile of layer_wg_fwd_k re-reads W for every
+ * 64 edges and X for every 64 features (≈ 2 GB of L2 traffic a layer at the
+ * bench shape) because one block must hold all seven slots of its tile for
+ * the RealSpace epilogue. Here a CTA computes one m's cos and sin slots
+ * (which share W_m) for 128 edges × 128 features, so each operand tile
+ * serves twice as many products; the 4 · F/128 CTAs of a row tile (every m,
+ * every feature tile) form one cluster, stage their results in shared
+ * memory, and after the cluster barrier each runs the epilogue on a quarter
+ * of its feature tile's rows, reading the other m's slots through
+ * distributed shared memory. The barrier also makes the in-place update
+ * safe: every CTA that reads the row tile's X has finished its K loop.
+ * Warpgroup g owns edges 64g..64g+63 (wgmma.m64n128k8, two accumulators).
+ * Operand tiles as layer_wg_fwd_k's with 128 rows: cores adjacent in rows
+ * 128 B apart, in k 2048 B. */
+constexpr int WC_BM = 128, WC_BN = 128;   /* edges, features per CTA */
+constexpr int WC_T = WC_BM * WG_BK;       /* one 128 × 16 operand tile */
+constexpr int WC_STAGE = 3 * WC_T;        /* X's cos and sin slots of m, W_m */
+constexpr int WC_LDO = WC_BN + 4;         /* staged output row: [part][edge][feature] */
+constexpr int WC_OUT = 2 * WC_BM * WC_LDO;
+constexpr int WC_MAIN = WG_NST * WC_STAGE > WC_OUT ? WG_NST * WC_STAGE : WC_OUT;
+constexpr size_t WC_SMEM = (size_t)(WC_MAIN + 4 * TC_Q * TC_GMAX) * sizeof(float);
+static_assert(WC_BM == 128 && WC_BN == 128 && TC_THREADS == 256, "wc_load's chunk map assumes these");
+
+#ifdef ECN_WGMMA
+/* shared-memory descriptor of a 128-row operand tile (k step 2048 B, rows 128 B) */
+__device__ static inline uint64_t wc_desc(const float *p)
+{
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | (uint64_t)(2048 >> 4) << 16 | (uint64_t)(128 >> 4) << 32;
+}
+
+#define WC_R8(i)                                                                                   \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+/* d += A·Bᵀ, A 64 × 8 and B 128 × 8 (K-major) in shared memory; register j
+ * of thread (warp w, lane): row 16w + lane/4 (+8 for j%4 >= 2), column
+ * 8(j/4) + 2(lane%4) + j%2 */
+__device__ static inline void wgmma128(float (&d)[64], uint64_t da, uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+                 "%64, %65, 1, 1, 1;\n"
+                 : WC_R8(0), WC_R8(8), WC_R8(16), WC_R8(24), WC_R8(32), WC_R8(40), WC_R8(48),
+                   WC_R8(56)
+                 : "l"(da), "l"(db));
+}
+#undef WC_R8
+
+/* this thread's chunk h (0, 1) of a 128 × 16 tile: row 8·(c/32) + c%8, k chunk (c/8)%4, c = tid + 256h */
+__device__ static inline int wc_row(int h)
+{
+    const int c = threadIdx.x + 256 * h;
+    return 8 * (c >> 5) + (c & 7);
+}
+__device__ static inline int wc_kc(int h) { return ((threadIdx.x + 256 * h) >> 3) & 3; }
+__device__ static inline int wc_chunk(int h) { return wc_kc(h) * 512 + wc_row(h) * 4; }
+
+/* K tile k0..k0+15 of X's slots (m, cos) and (m, sin) (m > 0) and of W_m into a stage */
+__device__ static inline void wc_load(float *st, const float *X, const float *W, int64_t E, int F,
+                                      int64_t e0, int n0, int m, int k0)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = wc_row(h), kc = wc_kc(h), o = wc_chunk(h);
+        const int64_t e = e0 + r;
+        const bool ok = e < E; /* rows past E read nothing and fill zeros */
+        const float *xa = X + (ok ? e : 0) * (2LL * TC_Q * F) + 2 * m * F + k0 + 4 * kc;
+        cp16(st + o, xa, ok);
+        if (m)
+            cp16(st + WC_T + o, xa + F, ok);
+        cp16(st + 2 * WC_T + o, W + ((int64_t)m * F + n0 + r) * F + k0 + 4 * kc, true);
+    }
+}
+
+/* this thread's chunks of a landed stage, rounded to TF32 in place */
+__device__ static inline void wc_round(float *st, int m)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int t = 0; t < 3; t++) {
+            if (t == 1 && !m)
+                continue;
+            float4 *p = reinterpret_cast<float4 *>(st + t * WC_T + wc_chunk(h));
+            float4 v = *p;
+            v.x = __uint_as_float(to_tf32(v.x));
+            v.y = __uint_as_float(to_tf32(v.y));
+            v.z = __uint_as_float(to_tf32(v.z));
+            v.w = __uint_as_float(to_tf32(v.w));
+            *p = v;
+        }
+}
+#endif
+
+template <bool SILU, bool SYM>
+__global__ void __launch_bounds__(TC_THREADS, 1)
+    layer_wc_fwd_k(int64_t E, int F, TcArgs a, float *X, float *Z)
+{
+#ifdef ECN_WGMMA
+    extern __shared__ __align__(16) float sm[];
+    float *tab = sm + WC_MAIN;
+    cgr::cluster_group cl = cgr::this_cluster();
+    const int NT = F / WC_BN, rank = (int)cl.block_rank(); /* rank = n·4 + m */
+    const int m = rank & 3, n = rank >> 2, n0 = n * WC_BN;
+    const int64_t e0 = (int64_t)(blockIdx.x / (4 * NT)) * WC_BM;
+    const int tid = threadIdx.x, g = tid >> 7;
+    float acc[2][64];
+#pragma unroll
+    for (int p = 0; p < 2; p++)
+#pragma unroll
+        for (int j = 0; j < 64; j++)
+            acc[p][j] = 0.0f;
+    const int KT = F / WG_BK;
+#pragma unroll
+    for (int st = 0; st < WG_NST - 1; st++) {
+        if (st < KT)
+            wc_load(sm + st * WC_STAGE, X, a.w, E, F, e0, n0, m, st * WG_BK);
+        cp_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        cp_wait<WG_NST - 2>();
+        float *st = sm + (kt % WG_NST) * WC_STAGE;
+        wc_round(st, m);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* as in wg_mainloop */
+        if (kt + WG_NST - 1 < KT)
+            wc_load(sm + ((kt + WG_NST - 1) % WG_NST) * WC_STAGE, X, a.w, E, F, e0, n0, m,
+                    (kt + WG_NST - 1) * WG_BK);
+        cp_commit();
+        /* k step q: cores 2q, 2q+1 (1024q floats in); warpgroup g: rows 64g (256g floats) */
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            /* m = 0 has no sin slot: its second product repeats the cos one
+             * (unused) rather than branch, which makes ptxas fence the MMAs */
+            const uint64_t db = wc_desc(st + 2 * WC_T + 1024 * q);
+            wgmma128(acc[0], wc_desc(st + 256 * g + 1024 * q), db);
+            wgmma128(acc[1], wc_desc(st + (m ? WC_T : 0) + 256 * g + 1024 * q), db);
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    }
+    cp_wait<0>();
+    __syncthreads(); /* the pipeline's shared memory is free for the output */
+    {
+        const int w = (tid >> 5) & 3, lane = tid & 31;
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            if (p && !m)
+                break;
+#pragma unroll
+            for (int j = 0; j < 64; j += 2) {
+                const int row = 64 * g + 16 * w + (lane >> 2) + 8 * ((j & 3) >> 1);
+                const int col = 8 * (j >> 2) + 2 * (lane & 3);
+                *reinterpret_cast<float2 *>(sm + (p * WC_BM + row) * WC_LDO + col) =
+                    make_float2(acc[p][j], acc[p][j + 1]);
+            }
+        }
+    }
+    rs_tables<float, TC_Q>(a.rs, tab);
+    cl.sync(); /* every CTA staged its slots and has read X's rows */
+
+    /* epilogue: rows 32m..32m+31 of the feature tile, the four m's slots from
+     * the four CTAs of this feature tile */
+    const float *O[TC_Q];
+#pragma unroll
+    for (int mm = 0; mm < TC_Q; mm++)
+        O[mm] = cl.map_shared_rank(sm, (unsigned)(n * 4 + mm));
+    const int64_t rstride = 2LL * TC_Q * F;
+    for (int i = tid; i < (WC_BM / 4) * (WC_BN / 4); i += TC_THREADS) {
+        const int r = 32 * m + i / (WC_BN / 4), c = 4 * (i % (WC_BN / 4));
+        const int64_t e = e0 + r;
+        if (e >= E)
+            break; /* rows only grow with i */
+        float zc[TC_Q][4], zs[TC_Q][4];
+#pragma unroll
+        for (int mm = 0; mm < TC_Q; mm++) {
+            unpack4(ld4(O[mm] + r * WC_LDO + c), zc[mm]);
+            unpack4(mm ? ld4(O[mm] + (WC_BM + r) * WC_LDO + c)
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f),
+                    zs[mm]);
+        }
+        tc_epi4<SILU, true, SYM>(tab, a, F, n0 + c, Z + e * rstride + n0 + c,
+                                 X + e * rstride + n0 + c, zc, zs);
+    }
+    cl.sync(); /* no CTA leaves while another still reads its shared memory */
+#else
+    (void)E; (void)F; (void)a; (void)X; (void)Z;
+    __trap(); /* the host launches it only where the sm_90a code was built (ECN_CUDA_SM90A) */
+#endif
+}
+
 /* Xbar += Ybar·W (the linear VJP of every slot, SPEC §10) on tensor cores:
  * the same main loop with W's tile transposed; each block adds into its own
  * 64 × 64 tile of Xbar, which nothing else reads (no cluster needed). */
@@ -619,7 +833,7 @@ static int &tc_mode()
     std::call_once(tc_once, [] {
         const char *v = getenv("ECENET_LAYER_TC");
         long m = v && *v ? strtol(v, NULL, 10) : ECN_CUDA_LAYER_TC_DEFAULT;
-        tc_mode_v = m <= 0 ? 0 : m >= 3 ? 3 : (int)m;
+        tc_mode_v = m <= 0 ? 0 : m >= 4 ? 4 : (int)m;
     });
     return tc_mode_v;
 }
@@ -638,6 +852,7 @@ static bool wg_available()
 
 static inline bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* grid of nrb row tiles × C blocks (one cluster each) */
 static void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, int64_t nrb, int C,
                       size_t smem)
 {
@@ -654,15 +869,17 @@ static void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, int64_t 
     cfg.numAttrs = 1;
 }
 
-/* whether a cluster of C blocks of the mma.sync (wg = 0) or the wgmma
- * (wg = 1) kernel fits on this GPU (asked once per kernel and C) */
+/* whether a cluster of C blocks of the mma.sync (wg = 0), the wgmma
+ * (wg = 1) or the per-m wgmma (wg = 2) kernel fits on this GPU (asked once
+ * per kernel and C) */
 static bool tc_cluster_fits(int wg, int C)
 {
-    static std::atomic<int> known[2][9]; /* 0 unknown, 1 fits, -1 does not */
+    static std::atomic<int> known[3][9]; /* 0 unknown, 1 fits, -1 does not */
     if (!known[wg][C].load()) {
-        const void *kern = wg ? (const void *)layer_wg_fwd_k<true, false>
-                              : (const void *)layer_tc_fwd_k<1, true>;
-        const size_t smem = wg ? WG_SMEM : TC_SMEM;
+        const void *kern = wg == 2   ? (const void *)layer_wc_fwd_k<true, false>
+                           : wg == 1 ? (const void *)layer_wg_fwd_k<true, false>
+                                     : (const void *)layer_tc_fwd_k<1, true>;
+        const size_t smem = wg == 2 ? WC_SMEM : wg ? WG_SMEM : TC_SMEM;
         int n = 0;
         cudaLaunchConfig_t cfg;
         cudaLaunchAttribute at[1];
@@ -677,14 +894,15 @@ static bool tc_cluster_fits(int wg, int C)
     return known[wg][C].load() > 0;
 }
 
+/* C blocks per row tile of BM edges, one cluster */
 template <typename K>
-static void tc_launch(K kern, size_t smem, int64_t E, int F, const TcArgs &a, float *X, float *Z)
+static void tc_launch(K kern, size_t smem, int BM, int C, int64_t E, int F, const TcArgs &a,
+                      float *X, float *Z)
 {
-    const int C = F / TC_BN;
     CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[1];
-    tc_config(cfg, at, (E + TC_BM - 1) / TC_BM, C, smem);
+    tc_config(cfg, at, (E + BM - 1) / BM, C, smem);
     CU_CHECK(cudaLaunchKernelEx(&cfg, kern, E, F, a, X, Z));
 }
 
@@ -694,35 +912,43 @@ bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     State &s = state();
     const int mode = tc_mode();
     const int split_n = s.tf32 ? 1 : 3;
-    /* mode 3: the wgmma kernel, TF32 on sin0_zero layers only */
-    const bool wg = mode == 3;
-    if (mode == 0 || (split_n == 3 && mode != 2) || s.cc_major < 9 ||
-        s.smem_optin < (wg ? WG_SMEM : TC_SMEM) || (wg && (!wg_available() || !rs->sin0_zero)))
+    /* modes 3, 4: the wgmma kernels, TF32 on sin0_zero layers only; 4: one
+     * CTA per m, 128-feature tiles, clusters of 4·F/128 <= 8 */
+    const int wg = mode == 4 ? 2 : mode == 3 ? 1 : 0;
+    const size_t smem = wg == 2 ? WC_SMEM : wg ? WG_SMEM : TC_SMEM;
+    if (mode == 0 || (split_n == 3 && mode != 2) || s.cc_major < 9 || s.smem_optin < smem ||
+        (wg && (!wg_available() || !rs->sin0_zero)))
         return false;
-    const int F = lin->fin;
-    if (E <= 0 || lin->fout != F || rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q ||
-        F % TC_BN || F / TC_BN > 8 || rs->G > TC_GMAX || lin->w_src || lin->w_tgt ||
-        rs->scale_src || rs->scale_tgt || rs->shift_src || rs->shift_tgt)
+    const int F = lin->fin, BN = wg == 2 ? WC_BN : TC_BN, BM = wg == 2 ? WC_BM : TC_BM;
+    const int C = wg == 2 ? 4 * (F / BN) : F / BN;
+    if (E <= 0 || lin->fout != F || rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q || F % BN ||
+        C > 8 || rs->G > TC_GMAX || lin->w_src || lin->w_tgt || rs->scale_src || rs->scale_tgt ||
+        rs->shift_src || rs->shift_tgt)
         return false;
-    if (!al16(X) || !al16(Z) || !al16(lin->w) || (E + TC_BM - 1) / TC_BM * (F / TC_BN) > INT_MAX ||
-        !tc_cluster_fits(wg, F / TC_BN))
+    if (!al16(X) || !al16(Z) || !al16(lin->w) || (E + BM - 1) / BM * C > INT_MAX ||
+        !tc_cluster_fits(wg, C))
         return false;
     TcArgs a;
     a.w = (const float *)lin->w;
     a.bias = (const float *)lin->bias;
     a.rs = rs_args<float>(rs, NULL, NULL);
     const bool silu = rs->act == ECENET_ACT_SILU;
-    if (wg) { /* the folded grid where the RealSpace kernels fold (ECENET_RS_SYM) */
-        const bool sym = rs->grid_sym && ecn_cuda_rs_sym_on();
+    /* the wgmma kernels fold the grid where the RealSpace kernels do (ECENET_RS_SYM) */
+    const bool sym = rs->grid_sym && ecn_cuda_rs_sym_on();
+    if (wg == 2) {
+        auto k = silu ? (sym ? layer_wc_fwd_k<true, true> : layer_wc_fwd_k<true, false>)
+                      : (sym ? layer_wc_fwd_k<false, true> : layer_wc_fwd_k<false, false>);
+        tc_launch(k, smem, BM, C, E, F, a, X, Z);
+    } else if (wg) {
         auto k = silu ? (sym ? layer_wg_fwd_k<true, true> : layer_wg_fwd_k<true, false>)
                       : (sym ? layer_wg_fwd_k<false, true> : layer_wg_fwd_k<false, false>);
-        tc_launch(k, WG_SMEM, E, F, a, X, Z);
+        tc_launch(k, smem, BM, C, E, F, a, X, Z);
     } else if (split_n == 1)
-        tc_launch(silu ? layer_tc_fwd_k<1, true> : layer_tc_fwd_k<1, false>, TC_SMEM, E, F, a, X,
-                  Z);
+        tc_launch(silu ? layer_tc_fwd_k<1, true> : layer_tc_fwd_k<1, false>, smem, BM, C, E, F, a,
+                  X, Z);
     else
-        tc_launch(silu ? layer_tc_fwd_k<3, true> : layer_tc_fwd_k<3, false>, TC_SMEM, E, F, a, X,
-                  Z);
+        tc_launch(silu ? layer_tc_fwd_k<3, true> : layer_tc_fwd_k<3, false>, smem, BM, C, E, F, a,
+                  X, Z);
     tc_launches++;
     return true;
 }
@@ -752,7 +978,7 @@ extern "C" int ecn_cuda_set_layer_tc(int mode)
 {
     int &m = ecn_cu::tc_mode();
     const int old = m;
-    m = mode <= 0 ? 0 : mode >= 3 ? 3 : mode;
+    m = mode <= 0 ? 0 : mode >= 4 ? 4 : mode;
     return old;
 }
 

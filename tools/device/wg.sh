@@ -1,35 +1,36 @@
 #!/bin/bash
 # The wgmma fused layer forward (ECENET_LAYER_TC=3, src/cuda/cuda_layer_tc.cu)
 # on the device: the op tests of the TF32 row (every layer case with modes
-# 0, 2 and 3; the kernel must run exactly where it applies), the golden
-# cases through it, then the bench rows with modes 0 (cuBLAS + RealSpace),
-# 1 (mma.sync fused) and 3 alternated twice, an fp64 row first as the
-# accuracy reference; then a per-op profile of the TF32 step in modes 0
-# and 3. About 5 minutes.
-#   bash tools/device/wg.sh
+# 0, 2, 3 and 4; the kernels must run exactly where they apply), the golden
+# cases through mode GOLDEN_MODE (default 3), then the bench rows with
+# MODES (default "0 1 3": cuBLAS + RealSpace, mma.sync fused, wgmma)
+# alternated twice, an fp64 row first as the accuracy reference; then a
+# per-op profile of the TF32 step in PROFILE_MODES (default "0 3"); NCU=1:
+# ncu of one kernel of mode NCU_MODE (default 3). About 3-5 minutes.
+#   MODES="0 4" GOLDEN_MODE=4 PROFILE_MODES=4 bash tools/device/wg.sh
 source "$(dirname "$0")/env.sh"
 cd $B
 T0=$SECONDS
 echo "== check_backends ops, cuda:f32+tf32 $((SECONDS-T0))s"
 ECENET_TEST_BACKEND=cuda:f32+tf32 CK_RUN_CASE=ops timeout ${CB_LIMIT:-200} ./check_backends > $OUT/cb_ops.log 2>&1
 echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/cb_ops.log | cut -c1-400 | tail -4
-echo "== check_backends golden, cuda:f32+tf32, ECENET_LAYER_TC=3 $((SECONDS-T0))s"
-ECENET_LAYER_TC=3 ECENET_TEST_BACKEND=cuda:f32+tf32 CK_RUN_CASE=golden timeout 120 ./check_backends > $OUT/cb_golden.log 2>&1
+echo "== check_backends golden, cuda:f32+tf32, ECENET_LAYER_TC=${GOLDEN_MODE:-3} $((SECONDS-T0))s"
+ECENET_LAYER_TC=${GOLDEN_MODE:-3} ECENET_TEST_BACKEND=cuda:f32+tf32 CK_RUN_CASE=golden timeout 120 ./check_backends > $OUT/cb_golden.log 2>&1
 echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/cb_golden.log | cut -c1-300 | tail -4
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do
-  for m in 0 1 3; do
+  for m in ${MODES:-0 1 3}; do
     ECENET_LAYER_TC=$m timeout 90 ./ecenet bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:tf32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/TC=$m | /"
   done
 done
 echo "== profile $((SECONDS-T0))s"
-for m in 0 3; do
+for m in ${PROFILE_MODES:-0 3}; do
   ECENET_LAYER_TC=$m timeout 90 ./ecenet profile --config bench --diamond 4 --backend cuda --precision f32 --tf32 --n-warmup 2 --n-time 5 --op-profile > $OUT/profile_$m.txt 2>&1
   echo "TC=$m rc=$?"; grep -E "layer_fwd|layer_vjp|step" $OUT/profile_$m.txt | head -6
 done
 if [[ -n $NCU ]]; then
   echo "== ncu, one wgmma layer kernel $((SECONDS-T0))s"
-  ECENET_LAYER_TC=3 timeout 120 ncu --clock-control none -k regex:layer_wg -c 1 --section SpeedOfLight \
+  ECENET_LAYER_TC=${NCU_MODE:-3} timeout 120 ncu --clock-control none -k regex:layer_w -c 1 --section SpeedOfLight \
     --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats \
     ./ecenet bench --config bench --diamond 4 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $OUT/ncu_wg.txt 2>&1
   echo "rc=$?"; grep -E "Duration|Throughput|Busy|Bank|Achieved Occ|Registers|Stall|Issued Warp|No Eligible" $OUT/ncu_wg.txt | head -30
