@@ -70,20 +70,19 @@ int ecn_cuda_set_rs_vector(int on);
 void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E, const ecenet_realspace_params *p,
                                const void *bias, void *Z, void *X, void *tmp);
 
-/* The tensor-core layer kernels (cuda_layer_tc.cu): the fused layer forward
- * (one GEMM kernel with the RealSpace + residual epilogue) and, in split
- * TF32, the linear VJP GEMM. mode: 0 off (cuBLAS GEMMs and the RealSpace
- * kernel); 1 the fused forward on mma.sync for fp32 with TF32; 2 also
- * strict fp32 through split TF32 (three MMAs per product, near fp32 but
- * measurably less accurate than SGEMM: fused forward and VJP GEMM); 3 the
- * fused forward on wgmma for fp32 with TF32 on sin0_zero layers, where
- * ecn_cuda_layer_wg_available (otherwise as 0); 4 the same with one block
- * per m and 128 features (F = 128 or 256), the m's of a tile exchanging
- * their slots through distributed shared memory. fp64 never uses them.
- * Default: env ECENET_LAYER_TC (0-4; read once), else
- * ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 the mma.sync kernels are
- * still slower than cuBLAS + RealSpace (doc/performance.md), so they are
- * opt-in until they win. Returns the previous mode. */
+/* The tensor-core layer kernels (cuda_layer_tc.cu, cuda_layer_wg.cu): the
+ * fused layer forward (one GEMM kernel with the RealSpace + residual
+ * epilogue) and, in split TF32, the linear VJP GEMM. mode: 0 off (cuBLAS
+ * GEMMs and the RealSpace kernel); 1 the fused forward on mma.sync for
+ * fp32 with TF32; 2 also strict fp32 through split TF32 (three MMAs per
+ * product, near fp32 but measurably less accurate than SGEMM: fused
+ * forward and VJP GEMM); 3 the
+ * fused forward on wgmma (cuda_layer_wg.cu) for fp32 with TF32 on
+ * sin0_zero layers with F = 128 or 256, where ecn_cuda_layer_wg_available
+ * (otherwise as 0). fp64 never uses them. Default: env ECENET_LAYER_TC
+ * (0-3; read once), else ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 and
+ * H100 they are slower than cuBLAS + RealSpace (doc/performance.md), so
+ * they are opt-in until they win. Returns the previous mode. */
 #define ECN_CUDA_LAYER_TC_DEFAULT 0
 int ecn_cuda_set_layer_tc(int mode);
 /* how many times the tensor-core layer kernel was launched (tests check

@@ -45,8 +45,9 @@ template <typename T>
 void layer_rs_vjp(int64_t E, const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
                   const T *Z, const T *Xbar, T *tmp);
 
-/* cuda_layer_tc.cu: the fused layer forward on tensor cores (fp32: TF32 or
- * split TF32); false (nothing done) where it does not apply */
+/* cuda_layer_tc.cu (and cuda_layer_wg.cu): the fused layer forward on
+ * tensor cores (fp32: TF32 or split TF32); false (nothing done) where it
+ * does not apply */
 bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
                   float *X, float *Z);
 /* Xbar += Ybar·W (every slot; not the per-type corrections) in split TF32 */

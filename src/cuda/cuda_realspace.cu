@@ -565,7 +565,7 @@ static bool rs_vjp_v2()
  * 165.7M), which the fp32 kernels, memory-bound on an H100, do not show
  * there; the fp64 ones gain 5-13% (layer forward 0.802 -> 0.758 ms, layer
  * VJP 0.840 -> 0.732). The scalar kernels and the mma.sync tensor-core layer's
- * epilogue (cuda_layer_tc.cu, modes 1 and 2) do not fold; its wgmma one does. */
+ * epilogue (cuda_layer_tc.cu) do not fold; the wgmma one (cuda_layer_wg.cu) does. */
 static std::atomic<unsigned long long> rs_sym_runs; /* launches of the folded kernels */
 
 static bool rs_sym_on()

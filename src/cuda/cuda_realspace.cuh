@@ -1,7 +1,7 @@
 /* RealSpace (SPEC §11) device helpers shared by the RealSpace kernels
- * (cuda_realspace.cu) and the fused tensor-core layer (cuda_layer_tc.cu): the
- * kernel arguments, the θ tables in shared memory, the activation and the
- * per-edge affine. */
+ * (cuda_realspace.cu) and the fused tensor-core layers (cuda_layer_tc.cuh):
+ * the kernel arguments, the θ tables in shared memory, the activation and
+ * the per-edge affine. */
 #ifndef ECN_CUDA_REALSPACE_CUH
 #define ECN_CUDA_REALSPACE_CUH
 

@@ -1,13 +1,13 @@
 #!/bin/bash
-# The wgmma fused layer forward (ECENET_LAYER_TC=3, src/cuda/cuda_layer_tc.cu)
+# The wgmma fused layer forward (ECENET_LAYER_TC=3, src/cuda/cuda_layer_wg.cu)
 # on the device: the op tests of the TF32 row (every layer case with modes
-# 0, 2, 3 and 4; the kernels must run exactly where they apply), the golden
+# 0, 2 and 3; the kernels must run exactly where they apply), the golden
 # cases through mode GOLDEN_MODE (default 3), then the bench rows with
 # MODES (default "0 1 3": cuBLAS + RealSpace, mma.sync fused, wgmma)
 # alternated twice, an fp64 row first as the accuracy reference; then a
 # per-op profile of the TF32 step in PROFILE_MODES (default "0 3"); NCU=1:
 # ncu of one kernel of mode NCU_MODE (default 3). About 3-5 minutes.
-#   MODES="0 4" GOLDEN_MODE=4 PROFILE_MODES=4 bash tools/device/wg.sh
+#   MODES="0 3" PROFILE_MODES=3 bash tools/device/wg.sh
 source "$(dirname "$0")/env.sh"
 cd $B
 T0=$SECONDS
