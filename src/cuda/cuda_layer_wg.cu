@@ -226,6 +226,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     __trap(); /* the host launches it only where the sm_90a code was built (ECN_CUDA_SM90A) */
 #endif
 }
+
 /* ---- host side ----------------------------------------------------------------------------------- */
 
 bool wg_available()
@@ -243,10 +244,11 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
 {
     const State &s = state();
     const int F = lin->fin, C = 4 * (F / WG_BN); /* clusters of 4·F/128 <= 8 */
-    if (!s.tf32 || !wg_available() || !rs->sin0_zero || E <= 0 || lin->fout != F || rs->F != F ||
-        lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN || C > 8 || rs->G > TC_GMAX || lin->w_src ||
-        lin->w_tgt || rs->scale_src || rs->scale_tgt || rs->shift_src || rs->shift_tgt ||
-        !al16(X) || !al16(Z) || !al16(lin->w) || (E + WG_BM - 1) / WG_BM * C > INT_MAX)
+    if (!s.tf32 || !wg_available() || !rs->sin0_zero || E <= 0 || F <= 0 || lin->fout != F ||
+        rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN || C > 8 || rs->G > TC_GMAX ||
+        lin->w_src || lin->w_tgt || rs->scale_src || rs->scale_tgt || rs->shift_src ||
+        rs->shift_tgt || !al16(X) || !al16(Z) || !al16(lin->w) ||
+        (E + WG_BM - 1) / WG_BM * C > INT_MAX)
         return false;
     static std::atomic<int> fits[9]; /* per cluster size: 0 unknown, 1 fits, -1 does not */
     if (!fits[C].load())
