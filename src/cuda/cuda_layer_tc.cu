@@ -258,11 +258,10 @@ __device__ static inline void tc_stage_out(float *O, const float (&acc)[TC_S][4]
                     make_float2(acc[s][j][2 * h], acc[s][j][2 * h + 1]);
 }
 
-
 /* tc_epi4 over a block's 64 edges × 64 features, 4 consecutive features per
  * thread and step (consecutive threads on consecutive features), from the
  * output tile O ([slot][edge][feature], TC_LDO) */
-template <bool SILU, bool Z0, bool SYM>
+template <bool SILU>
 __device__ static inline void tc_epilogue(const float *O, const float *tab, const TcArgs &a,
                                           int64_t E, int F, int64_t e0, int n0, float *X, float *Z)
 {
@@ -276,12 +275,10 @@ __device__ static inline void tc_epilogue(const float *O, const float *tab, cons
 #pragma unroll
         for (int m = 0; m < TC_Q; m++) {
             unpack4(ld4(O + ((2 * m) * TC_BM + r) * TC_LDO + c), zc[m]);
-            unpack4(Z0 && m == 0 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f)
-                                 : ld4(O + ((2 * m + 1) * TC_BM + r) * TC_LDO + c),
-                    zs[m]);
+            unpack4(ld4(O + ((2 * m + 1) * TC_BM + r) * TC_LDO + c), zs[m]);
         }
-        tc_epi4<SILU, Z0, SYM>(tab, a, F, n0 + c, Z + e * rstride + n0 + c,
-                               X + e * rstride + n0 + c, zc, zs);
+        tc_epi4<SILU, false, false>(tab, a, F, n0 + c, Z + e * rstride + n0 + c,
+                                    X + e * rstride + n0 + c, zc, zs);
     }
 }
 
@@ -302,7 +299,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
      * every block of the cluster has read all of X's rows */
     rs_tables<float, TC_Q>(a.rs, tab);
     cgr::this_cluster().sync();
-    tc_epilogue<SILU, false, false>(sm, tab, a, E, F, e0, n0, X, Z);
+    tc_epilogue<SILU>(sm, tab, a, E, F, e0, n0, X, Z);
 #else
     (void)E; (void)F; (void)a; (void)X; (void)Z;
     __trap(); /* the host launches it only on sm_90+ */
