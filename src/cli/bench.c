@@ -340,7 +340,7 @@ int ecn_cmd_bench(int argc, char **argv)
     const char *omp = getenv("OMP_NUM_THREADS");
     printf("  medians of %d runs after %d warm-up; OMP_NUM_THREADS=%s\n", n_time, n_warmup,
            omp ? omp : "(unset)");
-    const ecenet_backend *bes[16];
+    const ecenet_backend *bes[sizeof rows / sizeof rows[0]];
     for (int k = 0; k < nrows; k++)
         bes[k] = ecn_backend_get(rows[k].name, rows[k].prec);
     ecn_cli_run_info(bes, nrows);

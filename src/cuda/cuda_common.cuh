@@ -82,6 +82,9 @@ static inline unsigned grid_items(int64_t n)
     return (unsigned)(n > 0x7fffffffLL ? 0x7fffffffLL : (n < 1 ? 1 : n));
 }
 
+/* p is 16-byte aligned (the vector kernels' 16-byte loads and stores) */
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 /* Raise a kernel's dynamic shared-memory limit when it needs more than 48 KiB. */
 template <typename K> static inline void smem_allow(K kernel, size_t bytes)
 {

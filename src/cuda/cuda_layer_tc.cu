@@ -349,12 +349,14 @@ static int tc_mode_v;
 static std::once_flag tc_once;
 static std::atomic<unsigned long long> tc_launches; /* several contexts may run at once */
 
+/* a requested mode into 0..3 (cuda_backend.h) */
+static int tc_clamp(long m) { return m <= 0 ? 0 : m >= 3 ? 3 : (int)m; }
+
 static int &tc_mode()
 {
     std::call_once(tc_once, [] {
         const char *v = getenv("ECENET_LAYER_TC");
-        long m = v && *v ? strtol(v, NULL, 10) : ECN_CUDA_LAYER_TC_DEFAULT;
-        tc_mode_v = m <= 0 ? 0 : m >= 3 ? 3 : (int)m;
+        tc_mode_v = tc_clamp(v && *v ? strtol(v, NULL, 10) : ECN_CUDA_LAYER_TC_DEFAULT);
     });
     return tc_mode_v;
 }
@@ -383,12 +385,12 @@ bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     if (mode == 0 || (split_n == 3 && mode < 2) || s.cc_major < 9 || s.smem_optin < TC_SMEM)
         return false;
     const int F = lin->fin;
-    if (E <= 0 || lin->fout != F || rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q ||
-        F % TC_BN || F / TC_BN > 8 || rs->G > TC_GMAX || lin->w_src || lin->w_tgt ||
-        rs->scale_src || rs->scale_tgt || rs->shift_src || rs->shift_tgt)
+    if (E <= 0 || lin->fout != F || rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q || F % TC_BN ||
+        F / TC_BN > 8 || rs->G > TC_GMAX || lin->w_src || lin->w_tgt || rs->scale_src ||
+        rs->scale_tgt || rs->shift_src || rs->shift_tgt)
         return false;
-    if (!al16(X) || !al16(Z) || !al16(lin->w) || (E + TC_BM - 1) / TC_BM * (F / TC_BN) > INT_MAX ||
-        !tc_fits(F / TC_BN))
+    if (!aligned16(X) || !aligned16(Z) || !aligned16(lin->w) ||
+        (E + TC_BM - 1) / TC_BM * (F / TC_BN) > INT_MAX || !tc_fits(F / TC_BN))
         return false;
     TcArgs a;
     a.w = (const float *)lin->w;
@@ -413,8 +415,8 @@ bool lin_tc_vjp(int64_t E, const ecenet_linear_params *p, const float *Yb, float
     if (tc_mode() != 2 || s.tf32 || s.cc_major < 8 || s.smem_optin < TC_SMEM)
         return false;
     const int fin = p->fin, fout = p->fout;
-    if (E <= 0 || p->Q != TC_Q || fin % TC_BN || fout % TC_BK || !al16(Yb) || !al16(Xb) ||
-        !al16(p->w) || (E + TC_BM - 1) / TC_BM * (fin / TC_BN) > INT_MAX)
+    if (E <= 0 || p->Q != TC_Q || fin % TC_BN || fout % TC_BK || !aligned16(Yb) || !aligned16(Xb) ||
+        !aligned16(p->w) || (E + TC_BM - 1) / TC_BM * (fin / TC_BN) > INT_MAX)
         return false;
     const unsigned nb = (unsigned)((E + TC_BM - 1) / TC_BM * (fin / TC_BN));
     CU_CHECK(cudaFuncSetAttribute(lin_tc_vjp_k<3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -431,7 +433,7 @@ extern "C" int ecn_cuda_set_layer_tc(int mode)
 {
     int &m = ecn_cu::tc_mode();
     const int old = m;
-    m = mode <= 0 ? 0 : mode >= 3 ? 3 : mode;
+    m = ecn_cu::tc_clamp(mode);
     return old;
 }
 

@@ -105,8 +105,6 @@ __device__ static inline void unpack4(float4 q, float (&v)[4])
 
 /* ---- host side: grids of thread-block clusters ----------------------------------------------------- */
 
-static inline bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
 /* grid of nrb row tiles × C blocks (one cluster each) */
 static inline void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, int64_t nrb, int C,
                              size_t smem)

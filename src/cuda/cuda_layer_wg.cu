@@ -247,7 +247,7 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     if (!s.tf32 || !wg_available() || !rs->sin0_zero || E <= 0 || F <= 0 || lin->fout != F ||
         rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN || C > 8 || rs->G > TC_GMAX ||
         lin->w_src || lin->w_tgt || rs->scale_src || rs->scale_tgt || rs->shift_src ||
-        rs->shift_tgt || !al16(X) || !al16(Z) || !al16(lin->w) ||
+        rs->shift_tgt || !aligned16(X) || !aligned16(Z) || !aligned16(lin->w) ||
         (E + WG_BM - 1) / WG_BM * C > INT_MAX)
         return false;
     static std::atomic<int> fits[9]; /* per cluster size: 0 unknown, 1 fits, -1 does not */

@@ -452,7 +452,7 @@ template <typename T> static void add(int64_t n, const void *X_, void *Y_)
     T *Y = (T *)Y_;
     const unsigned cap = (unsigned)s.n_sm * 16;
     const int vec = 16 / (int)sizeof(T);
-    if (n % vec == 0 && ((uintptr_t)X % 16) == 0 && ((uintptr_t)Y % 16) == 0) {
+    if (n % vec == 0 && aligned16(X) && aligned16(Y)) {
         unsigned nb = blocks_for(n / vec, 256);
         nb = nb > cap ? cap : nb;
         if (sizeof(T) == 4)

@@ -243,7 +243,7 @@ template <typename T> static bool fp_plan(int64_t E, const ecenet_linear_params 
  * cudaMalloc; F = 4B keeps every row and slot aligned) */
 static bool fp_nl4(const FpLayout &L, const void *X)
 {
-    return L.nl == 4 && ((uintptr_t)X & 15) == 0;
+    return L.nl == 4 && aligned16(X);
 }
 
 static dim3 fp_grid(int64_t n, const FpLayout &L)

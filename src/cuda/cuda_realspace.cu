@@ -532,8 +532,6 @@ static int &rs_vec()
     return rs_vec_mode;
 }
 
-static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
 /* the vector kernels apply: Q == 4, F a multiple of V, 16-byte aligned tensors */
 template <typename T>
 static bool rs_vec_fits(const ecenet_realspace_params *p, const void *A, const void *B,
