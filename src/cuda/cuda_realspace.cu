@@ -24,6 +24,7 @@
 #include <atomic>
 #include <mutex>
 #include <stdlib.h>
+#include <type_traits>
 #include "ecenet.h"
 #include "cuda_backend.h"
 #include "cuda_common.cuh"
@@ -566,6 +567,22 @@ static bool rs_vjp_v2()
  * epilogue (cuda_layer_tc.cu) do not fold; the wgmma one (cuda_layer_wg.cu) does. */
 static std::atomic<unsigned long long> rs_sym_runs; /* launches of the folded kernels */
 
+/* The scalar kernels' template for p, passed to f as compile-time constants
+ * (std::integral_constant): table slots QT = 4, 8 or 16 (Q <= QT) and the
+ * SiLU specialisation, which exists for Q = 4. */
+template <typename Fn> static void rs_scalar(const ecenet_realspace_params *p, Fn f)
+{
+    using Q4 = std::integral_constant<int, 4>;
+    if (p->Q == 4 && p->act == ECENET_ACT_SILU)
+        f(Q4(), std::true_type());
+    else if (p->Q <= 4)
+        f(Q4(), std::false_type());
+    else if (p->Q <= 8)
+        f(std::integral_constant<int, 8>(), std::false_type());
+    else
+        f(std::integral_constant<int, 16>(), std::false_type());
+}
+
 static bool rs_sym_on()
 {
     static bool on;
@@ -607,22 +624,13 @@ static void rs_fwd_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
         rs_sym_runs += sym;
         return;
     }
-    /* the scalar kernels: table slots QT */
-#define RS_FWD(K, QT, SILU)                                                                        \
-    do {                                                                                           \
-        const size_t sm = (size_t)4 * (QT) * p->G * sizeof(T);                                     \
-        smem_allow(K<T, QT, ACC, SILU>, sm);                                                       \
-        K<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Y);                                      \
-    } while (0)
-    if (p->Q == 4 && p->act == ECENET_ACT_SILU)
-        RS_FWD(rs_fwd_k, 4, true);
-    else if (p->Q <= 4)
-        RS_FWD(rs_fwd_k, 4, false);
-    else if (p->Q <= 8)
-        RS_FWD(rs_fwd_k, 8, false);
-    else
-        RS_FWD(rs_fwd_k, 16, false);
-#undef RS_FWD
+    rs_scalar(p, [&](auto qt, auto silu) {
+        constexpr int QT = decltype(qt)::value;
+        constexpr bool SILU = decltype(silu)::value;
+        const size_t sm = (size_t)4 * QT * p->G * sizeof(T);
+        smem_allow(rs_fwd_k<T, QT, ACC, SILU>, sm);
+        rs_fwd_k<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Y);
+    });
     CU_LAUNCHED();
 }
 
@@ -704,21 +712,13 @@ static void rs_vjp_launch(int64_t E, const ecenet_realspace_params *p, ecenet_id
         rs_sym_runs += sym;
         return;
     }
-#define RS_VJP(K, QT, SILU)                                                                        \
-    do {                                                                                           \
-        const size_t sm = (size_t)4 * (QT) * p->G * sizeof(T);                                     \
-        smem_allow(K<T, QT, ACC, SILU>, sm);                                                       \
-        K<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);                                 \
-    } while (0)
-    if (p->Q == 4 && p->act == ECENET_ACT_SILU)
-        RS_VJP(rs_vjp_k, 4, true);
-    else if (p->Q <= 4)
-        RS_VJP(rs_vjp_k, 4, false);
-    else if (p->Q <= 8)
-        RS_VJP(rs_vjp_k, 8, false);
-    else
-        RS_VJP(rs_vjp_k, 16, false);
-#undef RS_VJP
+    rs_scalar(p, [&](auto qt, auto silu) {
+        constexpr int QT = decltype(qt)::value;
+        constexpr bool SILU = decltype(silu)::value;
+        const size_t sm = (size_t)4 * QT * p->G * sizeof(T);
+        smem_allow(rs_vjp_k<T, QT, ACC, SILU>, sm);
+        rs_vjp_k<T, QT, ACC, SILU><<<nb, th, sm>>>(R, a, rpt, X, Yb, Xb);
+    });
     CU_LAUNCHED();
 }
 
