@@ -21,13 +21,13 @@
  * kernel (doc/performance.md), so off by default.
  *
  * Operands in shared memory, K-major, no swizzle: an 8-row × 16-byte core
- * matrix is 128 contiguous bytes; a 128-row × 16-k tile is [k/4][row/8] of
+ * matrix is 128 contiguous bytes; an R-row × 16-k tile is [k/4][row/8] of
  * them, so cores adjacent in rows are 128 B apart (the descriptor's stride
- * byte offset) and in k 2048 B (its leading byte offset), as the PTX ISA
- * defines them (tools/device/wgmma_probe.cu checked both on the device). A
- * thread's 16-byte cp.async chunks: row 8·(c/32) + c%8, k chunk (c/8)%4 of
- * c = tid, tid + 256, so each quarter warp writes 128 contiguous bytes and
- * each warp reads 64 contiguous bytes of 8 rows.
+ * byte offset) and in k 16R + 64 B (its leading byte offset; 64 B of
+ * padding after each k chunk keeps the copies free of bank conflicts), as
+ * the PTX ISA defines them (tools/device/wgmma_probe.cu checked both fields
+ * on the device). The cp.async chunk map (wg_row, wg_kc) reads whole
+ * 32-byte sectors per quarter warp.
  *
  * TF32 rounding: the tensor cores would take the top 19 bits of each fp32
  * operand (truncation, a bias that reached 3.1e-3 in the ethanol golden
@@ -48,12 +48,16 @@ namespace ecn_cu {
 constexpr int WG_BK = 16, WG_NST = 4;     /* K step, cp.async stages */
 constexpr int WG_BN = 128;                /* features per CTA */
 constexpr int WG_LDO = WG_BN + 4;         /* staged output row: [part][edge][feature] */
+/* floats between k-adjacent core matrices of an R-row tile: the R/8 cores
+ * of one k chunk, then 64 bytes of padding, so that the two k chunks a
+ * quarter warp copies land on different banks */
+__host__ __device__ constexpr int wg_lb(int R) { return 4 * R + 16; }
 /* A CTA of BM edges (64 or 128): BM/64 warpgroups, each 64 edges × 128
  * features of both parts */
 template <int BM> struct WgShape {
     static constexpr int THREADS = 2 * BM;
-    static constexpr int TA = BM * WG_BK;                /* one BM × 16 X tile */
-    static constexpr int STAGE = 2 * TA + WG_BN * WG_BK; /* X's cos and sin slots of m, W_m */
+    static constexpr int TA = 4 * wg_lb(BM);               /* one BM × 16 X tile */
+    static constexpr int STAGE = 2 * TA + 4 * wg_lb(WG_BN); /* X's cos and sin slots of m, W_m */
     static constexpr int OUT = 2 * BM * WG_LDO;
     static constexpr int MAIN = WG_NST * STAGE > OUT ? WG_NST * STAGE : OUT;
     static constexpr size_t SMEM = (size_t)(MAIN + 4 * TC_Q * TC_GMAX) * sizeof(float);
@@ -63,11 +67,11 @@ template <int BM> struct WgShape {
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define ECN_WGMMA 1 /* device code for sm_90a: wgmma */
-/* shared-memory descriptor of an operand tile of R rows (k step 16·R bytes, rows 128 B) */
+/* shared-memory descriptor of an operand tile of R rows (k step wg_lb(R) floats, rows 128 B) */
 template <int R> __device__ static inline uint64_t wg_desc(const float *p)
 {
     const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    return (uint64_t)((a & 0x3FFFF) >> 4) | (uint64_t)((16 * R) >> 4) << 16 |
+    return (uint64_t)((a & 0x3FFFF) >> 4) | (uint64_t)((4 * wg_lb(R)) >> 4) << 16 |
            (uint64_t)(128 >> 4) << 32;
 }
 
@@ -91,12 +95,15 @@ __device__ static inline void wgmma128(float (&d)[64], uint64_t da, uint64_t db)
 }
 #undef WG_R8
 
-/* 16-byte chunk c of an R × 16 tile: row 8·(c/32) + c%8, k chunk (c/8)%4,
- * at float offset kc·4R + 4·row (so each quarter warp writes 128
- * contiguous bytes and each warp reads 64 contiguous bytes of 8 rows) */
-__device__ static inline int wg_row(int c) { return 8 * (c >> 5) + (c & 7); }
-__device__ static inline int wg_kc(int c) { return (c >> 3) & 3; }
-template <int R> __device__ static inline int wg_off(int c) { return wg_kc(c) * 4 * R + 4 * wg_row(c); }
+/* 16-byte chunk c of an R × 16 tile (quarter warp q = (c/8)%4, t = c%8):
+ * row 8·(c/32) + 4·(q%2) + t/2, k chunk 2·(q/2) + t%2, at float offset
+ * kc·wg_lb(R) + 4·row. A quarter warp reads whole 32-byte sectors (the two
+ * chunks of 4 rows; one chunk of 8 rows used half of each sector, and the
+ * next quarter warp fetched them again: 42% excess L2 sectors, ncu) and
+ * writes 128 bytes on distinct banks; a warp covers 64 bytes of 8 rows */
+__device__ static inline int wg_row(int c) { return 8 * (c >> 5) + 4 * ((c >> 3) & 1) + ((c & 7) >> 1); }
+__device__ static inline int wg_kc(int c) { return 2 * ((c >> 4) & 1) + (c & 1); }
+template <int R> __device__ static inline int wg_off(int c) { return wg_kc(c) * wg_lb(R) + 4 * wg_row(c); }
 
 /* K tile k0..k0+15 of X's slots (m, cos) and (m, sin) (m > 0) and of W_m into a stage */
 template <int BM>
@@ -191,15 +198,15 @@ __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
             wg_load<BM>(sm + ((kt + PD) % WG_NST) * S::STAGE, X, a.w, E, F, e0, n0, m,
                         (kt + PD) * WG_BK);
         cp_commit();
-        /* k step q: X cores 2q, 2q+1 (4·BM·2q floats in), W's 1024q; warpgroup g: rows 64g */
+        /* k step q: cores 2q, 2q+1 (2q·wg_lb floats in); warpgroup g: rows 64g */
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int q = 0; q < 2; q++) {
             /* m = 0 has no sin slot: its second product repeats the cos one
              * (unused) rather than branch, which makes ptxas fence the MMAs */
-            const uint64_t db = wg_desc<WG_BN>(st + 2 * S::TA + 1024 * q);
-            wgmma128(acc[0], wg_desc<BM>(st + 256 * g + 8 * BM * q), db);
-            wgmma128(acc[1], wg_desc<BM>(st + (m ? S::TA : 0) + 256 * g + 8 * BM * q), db);
+            const uint64_t db = wg_desc<WG_BN>(st + 2 * S::TA + 2 * wg_lb(WG_BN) * q);
+            wgmma128(acc[0], wg_desc<BM>(st + 256 * g + 2 * wg_lb(BM) * q), db);
+            wgmma128(acc[1], wg_desc<BM>(st + (m ? S::TA : 0) + 256 * g + 2 * wg_lb(BM) * q), db);
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
