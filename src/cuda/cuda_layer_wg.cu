@@ -36,6 +36,7 @@
 #include <atomic>
 #include <mutex>
 #include <stdlib.h>
+#include <string.h>
 #include <cooperative_groups.h>
 #include <limits.h>
 #include "cuda_backend.h"
@@ -46,6 +47,7 @@ namespace cgr = cooperative_groups;
 namespace ecn_cu {
 
 constexpr int WG_BK = 16, WG_NST = 4;     /* K step, cp.async stages */
+static_assert(WG_BK == 16, "the chunk map (wg_row, wg_kc) covers four 16-byte k chunks");
 constexpr int WG_BN = 128;                /* features per CTA */
 constexpr int WG_LDO = WG_BN + 4;         /* staged output row: [part][edge][feature] */
 /* floats between k-adjacent core matrices of an R-row tile: the R/8 cores
@@ -155,13 +157,62 @@ template <int BM> __device__ static inline void wg_round(float *st, int m)
     for (int h = 0; h < WG_BN * 4 / S::THREADS; h++)
         wg_round4(st + 2 * S::TA + wg_off<WG_BN>(threadIdx.x + S::THREADS * h));
 }
+
+/* The register-staged loader (ECENET_WG_LOAD=reg): a thread's chunks of one
+ * K tile through registers, rounded there and stored with st.shared */
+template <int BM> struct WgRegs {
+    float4 x[2][2];                                 /* [chunk h][part] */
+    float4 w[WG_BN * 4 / WgShape<BM>::THREADS];
+};
+__device__ static inline float4 wg_rna4(float4 v)
+{
+    return make_float4(__uint_as_float(to_tf32(v.x)), __uint_as_float(to_tf32(v.y)),
+                       __uint_as_float(to_tf32(v.z)), __uint_as_float(to_tf32(v.w)));
+}
+template <int BM>
+__device__ static inline void wg_fetch(WgRegs<BM> &R, const float *X, const float *W, int64_t E,
+                                       int F, int64_t e0, int n0, int m, int k0)
+{
+    using S = WgShape<BM>;
+    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int c = threadIdx.x + S::THREADS * h;
+        const int64_t e = e0 + wg_row(c);
+        const bool ok = e < E; /* rows past E read nothing: zeros */
+        const float *xa = X + (ok ? e : 0) * (2LL * TC_Q * F) + 2 * m * F + k0 + 4 * wg_kc(c);
+        R.x[h][0] = ok ? __ldcg(reinterpret_cast<const float4 *>(xa)) : z;
+        R.x[h][1] = ok && m ? __ldcg(reinterpret_cast<const float4 *>(xa + F)) : z;
+    }
+#pragma unroll
+    for (int h = 0; h < WG_BN * 4 / S::THREADS; h++) {
+        const int c = threadIdx.x + S::THREADS * h;
+        R.w[h] = __ldcg(reinterpret_cast<const float4 *>(
+            W + ((int64_t)m * F + n0 + wg_row(c)) * F + k0 + 4 * wg_kc(c)));
+    }
+}
+template <int BM> __device__ static inline void wg_store(float *st, const WgRegs<BM> &R, int m)
+{
+    using S = WgShape<BM>;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int o = wg_off<BM>(threadIdx.x + S::THREADS * h);
+        *reinterpret_cast<float4 *>(st + o) = wg_rna4(R.x[h][0]);
+        if (m)
+            *reinterpret_cast<float4 *>(st + S::TA + o) = wg_rna4(R.x[h][1]);
+    }
+#pragma unroll
+    for (int h = 0; h < WG_BN * 4 / S::THREADS; h++)
+        *reinterpret_cast<float4 *>(st + 2 * S::TA + wg_off<WG_BN>(threadIdx.x + S::THREADS * h)) =
+            wg_rna4(R.w[h]);
+}
 #endif
 
 /* The pipeline: stage kt + 2 is loaded while the MMAs of stage kt - 1 still
  * run (wgmma.wait_group 1), so the rounding of stage kt and the loads overlap
  * the tensor cores; the block barrier of step kt orders every warpgroup's
  * wait for step kt - 2's MMAs before stage (kt - 2)'s refill. */
-template <int BM, bool SILU, bool SYM>
+template <int BM, bool REG, bool SILU, bool SYM>
 __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
     layer_wg_fwd_k(int64_t E, int F, TcArgs a, float *X, float *Z)
 {
@@ -182,6 +233,37 @@ __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
         for (int j = 0; j < 64; j++)
             acc[p][j] = 0.0f;
     const int KT = F / WG_BK;
+    if (REG) {
+        /* three buffers: stage kt + 1 is stored while the MMAs of kt run, into
+         * the buffer of kt - 2, whose MMAs every warpgroup waited for before
+         * the barrier of step kt - 1; stage kt + 2 is fetched into registers */
+        WgRegs<BM> R;
+        wg_fetch<BM>(R, X, a.w, E, F, e0, n0, m, 0);
+        wg_store<BM>(sm, R, m);
+        if (KT > 1)
+            wg_fetch<BM>(R, X, a.w, E, F, e0, n0, m, WG_BK);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        for (int kt = 0; kt < KT; kt++) {
+            float *st = sm + (kt % 3) * S::STAGE;
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                const uint64_t db = wg_desc<WG_BN>(st + 2 * S::TA + 2 * wg_lb(WG_BN) * q);
+                wgmma128(acc[0], wg_desc<BM>(st + 256 * g + 2 * wg_lb(BM) * q), db);
+                wgmma128(acc[1], wg_desc<BM>(st + (m ? S::TA : 0) + 256 * g + 2 * wg_lb(BM) * q),
+                         db);
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            if (kt + 1 < KT)
+                wg_store<BM>(sm + ((kt + 1) % 3) * S::STAGE, R, m);
+            if (kt + 2 < KT)
+                wg_fetch<BM>(R, X, a.w, E, F, e0, n0, m, (kt + 2) * WG_BK);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            __syncthreads();
+        }
+    } else {
 #pragma unroll
     for (int st = 0; st < PD; st++) {
         if (st < KT)
@@ -210,6 +292,7 @@ __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     cp_wait<0>();
@@ -274,19 +357,20 @@ bool wg_available()
 #endif
 }
 
-/* edges per CTA: ECENET_WG_ROWS = 64 or 128 (read once; default 64) */
-static int wg_rows()
+/* the K loop's loader: ECENET_WG_LOAD = async (cp.async, default) or reg
+ * (through registers); read once */
+static bool wg_reg()
 {
     static std::once_flag once;
-    static int rows;
+    static bool reg;
     std::call_once(once, [] {
-        const char *v = getenv("ECENET_WG_ROWS");
-        rows = v && strtol(v, NULL, 10) == 128 ? 128 : 64;
+        const char *v = getenv("ECENET_WG_LOAD");
+        reg = v && !strcmp(v, "reg");
     });
-    return rows;
+    return reg;
 }
 
-template <int BM>
+template <int BM, bool REG>
 static bool wg_launch(int64_t E, int F, int C, bool silu, bool sym, const TcArgs &a, float *X,
                       float *Z)
 {
@@ -295,14 +379,15 @@ static bool wg_launch(int64_t E, int F, int C, bool silu, bool sym, const TcArgs
     if ((E + BM - 1) / BM * C > INT_MAX)
         return false;
     if (!fits[C].load())
-        fits[C].store(tc_cluster_fits((const void *)layer_wg_fwd_k<BM, true, false>, S::SMEM, C,
-                                      S::THREADS)
+        fits[C].store(tc_cluster_fits((const void *)layer_wg_fwd_k<BM, REG, true, false>, S::SMEM,
+                                      C, S::THREADS)
                           ? 1
                           : -1);
     if (fits[C].load() < 0)
         return false;
-    auto k = silu ? (sym ? layer_wg_fwd_k<BM, true, true> : layer_wg_fwd_k<BM, true, false>)
-                  : (sym ? layer_wg_fwd_k<BM, false, true> : layer_wg_fwd_k<BM, false, false>);
+    auto k = silu ? (sym ? layer_wg_fwd_k<BM, REG, true, true> : layer_wg_fwd_k<BM, REG, true, false>)
+                  : (sym ? layer_wg_fwd_k<BM, REG, false, true>
+                         : layer_wg_fwd_k<BM, REG, false, false>);
     tc_launch(k, S::SMEM, BM, C, E, F, a, X, Z, S::THREADS);
     return true;
 }
@@ -323,8 +408,8 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     a.rs = rs_args<float>(rs, NULL, NULL);
     /* the folded grid where the RealSpace kernels fold (ECENET_RS_SYM) */
     const bool silu = rs->act == ECENET_ACT_SILU, sym = rs->grid_sym && ecn_cuda_rs_sym_on();
-    return wg_rows() == 128 ? wg_launch<128>(E, F, C, silu, sym, a, X, Z)
-                            : wg_launch<64>(E, F, C, silu, sym, a, X, Z);
+    return wg_reg() ? wg_launch<128, true>(E, F, C, silu, sym, a, X, Z)
+                    : wg_launch<128, false>(E, F, C, silu, sym, a, X, Z);
 }
 
 } // namespace ecn_cu
