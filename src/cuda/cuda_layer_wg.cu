@@ -16,9 +16,11 @@
  * tile's rows, reading the other m's slots through distributed shared
  * memory. The barrier also makes the in-place update safe: every CTA that
  * reads the row tile's X has finished its K loop. Warpgroup g owns edges
- * 64g..64g+63 (wgmma.m64n128k8, two accumulators). Measured: correct, and
- * 0.97 ms a layer on an H100 against 0.65-0.70 for cuBLAS + the RealSpace
- * kernel (doc/performance.md), so off by default.
+ * 64g..64g+63 (wgmma.m64n128k8, two accumulators); the K loop keeps one
+ * MMA group in flight while the next stages load and round. Measured:
+ * correct, and 0.90 ms a layer on an H100 against 0.64-0.66 for cuBLAS +
+ * the RealSpace kernel (doc/performance.md), so off by default. 64-edge
+ * CTAs (one warpgroup, three CTAs per SM) were slower: 0.97 ms.
  *
  * Operands in shared memory, K-major, no swizzle: an 8-row × 16-byte core
  * matrix is 128 contiguous bytes; an R-row × 16-k tile is [k/4][row/8] of
@@ -26,17 +28,17 @@
  * byte offset) and in k 16R + 64 B (its leading byte offset; 64 B of
  * padding after each k chunk keeps the copies free of bank conflicts), as
  * the PTX ISA defines them (tools/device/wgmma_probe.cu checked both fields
- * on the device). The cp.async chunk map (wg_row, wg_kc) reads whole
- * 32-byte sectors per quarter warp.
+ * on the device). ncu counts each 16-byte cp.async chunk as its own
+ * 32-byte L2 sector and its own shared-memory wavefront (32 of each per
+ * instruction, 16 and 4 ideal) with either chunk map tried; a K loop
+ * staged through registers (commit 79c4564, reverted unmeasured) is the
+ * next thing to try.
  *
  * TF32 rounding: the tensor cores would take the top 19 bits of each fp32
  * operand (truncation, a bias that reached 3.1e-3 in the ethanol golden
  * energy), so each thread rounds its own chunks to nearest (cvt.rna, as the
  * mma.sync kernel and cuBLAS's TF32 path) once they have landed. */
 #include <atomic>
-#include <mutex>
-#include <stdlib.h>
-#include <string.h>
 #include <cooperative_groups.h>
 #include <limits.h>
 #include "cuda_backend.h"
@@ -54,8 +56,9 @@ constexpr int WG_LDO = WG_BN + 4;         /* staged output row: [part][edge][fea
  * of one k chunk, then 64 bytes of padding, so that the two k chunks a
  * quarter warp copies land on different banks */
 __host__ __device__ constexpr int wg_lb(int R) { return 4 * R + 16; }
-/* A CTA of BM edges (64 or 128): BM/64 warpgroups, each 64 edges × 128
- * features of both parts */
+/* A CTA of BM edges: BM/64 warpgroups, each 64 edges × 128 features of
+ * both parts. Launched with BM = 128; BM = 64 (three CTAs per SM) measured
+ * slower */
 template <int BM> struct WgShape {
     static constexpr int THREADS = 2 * BM;
     static constexpr int TA = 4 * wg_lb(BM);               /* one BM × 16 X tile */
@@ -99,10 +102,10 @@ __device__ static inline void wgmma128(float (&d)[64], uint64_t da, uint64_t db)
 
 /* 16-byte chunk c of an R × 16 tile (quarter warp q = (c/8)%4, t = c%8):
  * row 8·(c/32) + 4·(q%2) + t/2, k chunk 2·(q/2) + t%2, at float offset
- * kc·wg_lb(R) + 4·row. A quarter warp reads whole 32-byte sectors (the two
- * chunks of 4 rows; one chunk of 8 rows used half of each sector, and the
- * next quarter warp fetched them again: 42% excess L2 sectors, ncu) and
- * writes 128 bytes on distinct banks; a warp covers 64 bytes of 8 rows */
+ * kc·wg_lb(R) + 4·row: a quarter warp reads the two halves of four 32-byte
+ * sectors and writes 128 bytes on distinct banks; a warp covers 64 bytes
+ * of 8 rows. With the padding, 0.90 ms a layer against 0.95 for one chunk
+ * of 8 rows per quarter warp (H100, doc/performance.md) */
 __device__ static inline int wg_row(int c) { return 8 * (c >> 5) + 4 * ((c >> 3) & 1) + ((c & 7) >> 1); }
 __device__ static inline int wg_kc(int c) { return 2 * ((c >> 4) & 1) + (c & 1); }
 template <int R> __device__ static inline int wg_off(int c) { return wg_kc(c) * wg_lb(R) + 4 * wg_row(c); }
@@ -157,62 +160,13 @@ template <int BM> __device__ static inline void wg_round(float *st, int m)
     for (int h = 0; h < WG_BN * 4 / S::THREADS; h++)
         wg_round4(st + 2 * S::TA + wg_off<WG_BN>(threadIdx.x + S::THREADS * h));
 }
-
-/* The register-staged loader (ECENET_WG_LOAD=reg): a thread's chunks of one
- * K tile through registers, rounded there and stored with st.shared */
-template <int BM> struct WgRegs {
-    float4 x[2][2];                                 /* [chunk h][part] */
-    float4 w[WG_BN * 4 / WgShape<BM>::THREADS];
-};
-__device__ static inline float4 wg_rna4(float4 v)
-{
-    return make_float4(__uint_as_float(to_tf32(v.x)), __uint_as_float(to_tf32(v.y)),
-                       __uint_as_float(to_tf32(v.z)), __uint_as_float(to_tf32(v.w)));
-}
-template <int BM>
-__device__ static inline void wg_fetch(WgRegs<BM> &R, const float *X, const float *W, int64_t E,
-                                       int F, int64_t e0, int n0, int m, int k0)
-{
-    using S = WgShape<BM>;
-    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int c = threadIdx.x + S::THREADS * h;
-        const int64_t e = e0 + wg_row(c);
-        const bool ok = e < E; /* rows past E read nothing: zeros */
-        const float *xa = X + (ok ? e : 0) * (2LL * TC_Q * F) + 2 * m * F + k0 + 4 * wg_kc(c);
-        R.x[h][0] = ok ? __ldcg(reinterpret_cast<const float4 *>(xa)) : z;
-        R.x[h][1] = ok && m ? __ldcg(reinterpret_cast<const float4 *>(xa + F)) : z;
-    }
-#pragma unroll
-    for (int h = 0; h < WG_BN * 4 / S::THREADS; h++) {
-        const int c = threadIdx.x + S::THREADS * h;
-        R.w[h] = __ldcg(reinterpret_cast<const float4 *>(
-            W + ((int64_t)m * F + n0 + wg_row(c)) * F + k0 + 4 * wg_kc(c)));
-    }
-}
-template <int BM> __device__ static inline void wg_store(float *st, const WgRegs<BM> &R, int m)
-{
-    using S = WgShape<BM>;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int o = wg_off<BM>(threadIdx.x + S::THREADS * h);
-        *reinterpret_cast<float4 *>(st + o) = wg_rna4(R.x[h][0]);
-        if (m)
-            *reinterpret_cast<float4 *>(st + S::TA + o) = wg_rna4(R.x[h][1]);
-    }
-#pragma unroll
-    for (int h = 0; h < WG_BN * 4 / S::THREADS; h++)
-        *reinterpret_cast<float4 *>(st + 2 * S::TA + wg_off<WG_BN>(threadIdx.x + S::THREADS * h)) =
-            wg_rna4(R.w[h]);
-}
 #endif
 
 /* The pipeline: stage kt + 2 is loaded while the MMAs of stage kt - 1 still
  * run (wgmma.wait_group 1), so the rounding of stage kt and the loads overlap
  * the tensor cores; the block barrier of step kt orders every warpgroup's
  * wait for step kt - 2's MMAs before stage (kt - 2)'s refill. */
-template <int BM, bool REG, bool SILU, bool SYM>
+template <int BM, bool SILU, bool SYM>
 __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
     layer_wg_fwd_k(int64_t E, int F, TcArgs a, float *X, float *Z)
 {
@@ -233,37 +187,6 @@ __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
         for (int j = 0; j < 64; j++)
             acc[p][j] = 0.0f;
     const int KT = F / WG_BK;
-    if (REG) {
-        /* three buffers: stage kt + 1 is stored while the MMAs of kt run, into
-         * the buffer of kt - 2, whose MMAs every warpgroup waited for before
-         * the barrier of step kt - 1; stage kt + 2 is fetched into registers */
-        WgRegs<BM> R;
-        wg_fetch<BM>(R, X, a.w, E, F, e0, n0, m, 0);
-        wg_store<BM>(sm, R, m);
-        if (KT > 1)
-            wg_fetch<BM>(R, X, a.w, E, F, e0, n0, m, WG_BK);
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        for (int kt = 0; kt < KT; kt++) {
-            float *st = sm + (kt % 3) * S::STAGE;
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int q = 0; q < 2; q++) {
-                const uint64_t db = wg_desc<WG_BN>(st + 2 * S::TA + 2 * wg_lb(WG_BN) * q);
-                wgmma128(acc[0], wg_desc<BM>(st + 256 * g + 2 * wg_lb(BM) * q), db);
-                wgmma128(acc[1], wg_desc<BM>(st + (m ? S::TA : 0) + 256 * g + 2 * wg_lb(BM) * q),
-                         db);
-            }
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-            if (kt + 1 < KT)
-                wg_store<BM>(sm + ((kt + 1) % 3) * S::STAGE, R, m);
-            if (kt + 2 < KT)
-                wg_fetch<BM>(R, X, a.w, E, F, e0, n0, m, (kt + 2) * WG_BK);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            __syncthreads();
-        }
-    } else {
 #pragma unroll
     for (int st = 0; st < PD; st++) {
         if (st < KT)
@@ -292,7 +215,6 @@ __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-    }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     cp_wait<0>();
@@ -357,20 +279,7 @@ bool wg_available()
 #endif
 }
 
-/* the K loop's loader: ECENET_WG_LOAD = async (cp.async, default) or reg
- * (through registers); read once */
-static bool wg_reg()
-{
-    static std::once_flag once;
-    static bool reg;
-    std::call_once(once, [] {
-        const char *v = getenv("ECENET_WG_LOAD");
-        reg = v && !strcmp(v, "reg");
-    });
-    return reg;
-}
-
-template <int BM, bool REG>
+template <int BM>
 static bool wg_launch(int64_t E, int F, int C, bool silu, bool sym, const TcArgs &a, float *X,
                       float *Z)
 {
@@ -379,15 +288,14 @@ static bool wg_launch(int64_t E, int F, int C, bool silu, bool sym, const TcArgs
     if ((E + BM - 1) / BM * C > INT_MAX)
         return false;
     if (!fits[C].load())
-        fits[C].store(tc_cluster_fits((const void *)layer_wg_fwd_k<BM, REG, true, false>, S::SMEM,
-                                      C, S::THREADS)
+        fits[C].store(tc_cluster_fits((const void *)layer_wg_fwd_k<BM, true, false>, S::SMEM, C,
+                                      S::THREADS)
                           ? 1
                           : -1);
     if (fits[C].load() < 0)
         return false;
-    auto k = silu ? (sym ? layer_wg_fwd_k<BM, REG, true, true> : layer_wg_fwd_k<BM, REG, true, false>)
-                  : (sym ? layer_wg_fwd_k<BM, REG, false, true>
-                         : layer_wg_fwd_k<BM, REG, false, false>);
+    auto k = silu ? (sym ? layer_wg_fwd_k<BM, true, true> : layer_wg_fwd_k<BM, true, false>)
+                  : (sym ? layer_wg_fwd_k<BM, false, true> : layer_wg_fwd_k<BM, false, false>);
     tc_launch(k, S::SMEM, BM, C, E, F, a, X, Z, S::THREADS);
     return true;
 }
@@ -408,8 +316,7 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     a.rs = rs_args<float>(rs, NULL, NULL);
     /* the folded grid where the RealSpace kernels fold (ECENET_RS_SYM) */
     const bool silu = rs->act == ECENET_ACT_SILU, sym = rs->grid_sym && ecn_cuda_rs_sym_on();
-    return wg_reg() ? wg_launch<128, true>(E, F, C, silu, sym, a, X, Z)
-                    : wg_launch<128, false>(E, F, C, silu, sym, a, X, Z);
+    return wg_launch<128>(E, F, C, silu, sym, a, X, Z);
 }
 
 } // namespace ecn_cu
