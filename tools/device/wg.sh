@@ -6,7 +6,9 @@
 # MODES (default "0 1 3": cuBLAS + RealSpace, mma.sync fused, wgmma)
 # alternated twice, an fp64 row first as the accuracy reference; then a
 # per-op profile of the TF32 step in PROFILE_MODES (default "0 3"); NCU=1:
-# ncu of one kernel of mode NCU_MODE (default 3). About 3-5 minutes.
+# ncu of one kernel of mode NCU_MODE (default 3); NCU_SOURCE=1: ncu's
+# per-instruction source view of that kernel into $OUT/ncu_source.csv.gz
+# (read it here with tools/device/ncu_source.py). About 3-5 minutes.
 #   MODES="0 3" PROFILE_MODES=3 bash tools/device/wg.sh
 source "$(dirname "$0")/env.sh"
 cd $B
@@ -34,5 +36,12 @@ if [[ -n $NCU ]]; then
     --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats \
     ./ecenet bench --config bench --diamond 4 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $OUT/ncu_wg.txt 2>&1
   echo "rc=$?"; grep -E "Duration|Throughput|Busy|Bank|Achieved Occ|Registers|Stall|Issued Warp|No Eligible" $OUT/ncu_wg.txt | head -30
+fi
+if [[ -n $NCU_SOURCE ]]; then
+  echo "== ncu source view, one wgmma layer kernel $((SECONDS-T0))s"
+  ECENET_LAYER_TC=${NCU_MODE:-3} timeout 150 ncu --clock-control none -k regex:layer_w -s 2 -c 1 \
+    --section SourceCounters --page source --csv --print-source sass \
+    ./ecenet bench --config bench --diamond 4 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > /tmp/ncu_source.csv 2>&1
+  echo "rc=$?"; gzip -c /tmp/ncu_source.csv > $OUT/ncu_source.csv.gz
 fi
 echo "== done $((SECONDS-T0))s"
