@@ -9,6 +9,8 @@
 # ncu of one kernel of mode NCU_MODE (default 3); NCU_SOURCE=1: ncu's
 # per-instruction source view of that kernel into $OUT/ncu_source.csv.gz
 # (read it here with tools/device/ncu_source.py). About 3-5 minutes.
+# An entry of MODES, PROFILE_MODES or GOLDEN_MODE may carry more environment after
+# commas: "3,ECENET_WG_LOAD=reg" runs mode 3 with ECENET_WG_LOAD=reg.
 #   MODES="0 3" PROFILE_MODES=3 bash tools/device/wg.sh
 source "$(dirname "$0")/env.sh"
 cd $B
@@ -16,19 +18,22 @@ T0=$SECONDS
 echo "== check_backends ops, cuda:f32+tf32 $((SECONDS-T0))s"
 ECENET_TEST_BACKEND=cuda:f32+tf32 CK_RUN_CASE=ops timeout ${CB_LIMIT:-200} ./check_backends > $OUT/cb_ops.log 2>&1
 echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/cb_ops.log | cut -c1-400 | tail -4
-echo "== check_backends golden, cuda:f32+tf32, ECENET_LAYER_TC=${GOLDEN_MODE:-3} $((SECONDS-T0))s"
-ECENET_LAYER_TC=${GOLDEN_MODE:-3} ECENET_TEST_BACKEND=cuda:f32+tf32 CK_RUN_CASE=golden timeout 120 ./check_backends > $OUT/cb_golden.log 2>&1
+G=${GOLDEN_MODE:-3}; gx=; [[ $G == *,* ]] && gx=${G#*,}
+echo "== check_backends golden, cuda:f32+tf32, ECENET_LAYER_TC=$G $((SECONDS-T0))s"
+env ECENET_LAYER_TC=${G%%,*} ${gx//,/ } ECENET_TEST_BACKEND=cuda:f32+tf32 CK_RUN_CASE=golden timeout 120 ./check_backends > $OUT/cb_golden.log 2>&1
 echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/cb_golden.log | cut -c1-300 | tail -4
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do
-  for m in ${MODES:-0 1 3}; do
-    ECENET_LAYER_TC=$m timeout 90 ./ecenet bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:tf32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/TC=$m | /"
+  for cfg in ${MODES:-0 1 3}; do
+    m=${cfg%%,*}; x=; [[ $cfg == *,* ]] && x=${cfg#*,}
+    env ECENET_LAYER_TC=$m ${x//,/ } timeout 90 ./ecenet bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:tf32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/TC=$cfg | /"
   done
 done
 echo "== profile $((SECONDS-T0))s"
-for m in ${PROFILE_MODES:-0 3}; do
-  ECENET_LAYER_TC=$m timeout 90 ./ecenet profile --config bench --diamond 4 --backend cuda --precision f32 --tf32 --n-warmup 2 --n-time 5 --op-profile > $OUT/profile_$m.txt 2>&1
-  echo "TC=$m rc=$?"; grep -E "layer_fwd|layer_vjp|step" $OUT/profile_$m.txt | head -6
+for cfg in ${PROFILE_MODES:-0 3}; do
+  m=${cfg%%,*}; x=; [[ $cfg == *,* ]] && x=${cfg#*,}; f=$OUT/profile_${cfg//[^A-Za-z0-9]/_}.txt
+  env ECENET_LAYER_TC=$m ${x//,/ } timeout 90 ./ecenet profile --config bench --diamond 4 --backend cuda --precision f32 --tf32 --n-warmup 2 --n-time 5 --op-profile > $f 2>&1
+  echo "TC=$cfg rc=$?"; grep -E "layer_fwd|layer_vjp|step" $f | head -6
 done
 if [[ -n $NCU ]]; then
   echo "== ncu, one wgmma layer kernel $((SECONDS-T0))s"
