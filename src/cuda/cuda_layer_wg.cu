@@ -52,31 +52,30 @@ constexpr int WG_BK = 16, WG_NST = 4;     /* K step, cp.async stages */
 static_assert(WG_BK == 16, "the chunk map (wg_row, wg_kc) covers four 16-byte k chunks");
 constexpr int WG_BN = 128;                /* features per CTA */
 constexpr int WG_LDO = WG_BN + 4;         /* staged output row: [part][edge][feature] */
-/* floats between k-adjacent core matrices of an R-row tile: the R/8 cores
- * of one k chunk, then 64 bytes of padding, so that the two k chunks a
- * quarter warp copies land on different banks */
-__host__ __device__ constexpr int wg_lb(int R) { return 4 * R + 16; }
-/* A CTA of BM edges: BM/64 warpgroups, each 64 edges × 128 features of
- * both parts. Launched with BM = 128; BM = 64 (three CTAs per SM) measured
- * slower */
-template <int BM> struct WgShape {
-    static constexpr int THREADS = 2 * BM;
-    static constexpr int TA = 4 * wg_lb(BM);               /* one BM × 16 X tile */
-    static constexpr int STAGE = 2 * TA + 4 * wg_lb(WG_BN); /* X's cos and sin slots of m, W_m */
-    static constexpr int OUT = 2 * BM * WG_LDO;
-    static constexpr int MAIN = WG_NST * STAGE > OUT ? WG_NST * STAGE : OUT;
-    static constexpr size_t SMEM = (size_t)(MAIN + 4 * TC_Q * TC_GMAX) * sizeof(float);
-    /* blocks per SM the registers and shared memory allow (checked by ptxas' -v and at launch) */
-    static constexpr int MINB = BM == 64 ? 3 : 1;
-};
+/* A CTA: 128 edges (two warpgroups, each 64 edges × 128 features of both
+ * parts), one per SM. 64-edge CTAs (one warpgroup, three per SM) measured
+ * slower (doc/performance.md). Every operand tile (X's 128 edges, W_m's
+ * 128 features) is 128 rows × 16 k. */
+constexpr int WG_BM = 128;
+static_assert(WG_BM == WG_BN && TC_THREADS == 2 * WG_BM,
+              "one tile layout for both operands; a warpgroup per 64 edges");
+/* floats between k-adjacent core matrices of a tile: its 16 cores of one k
+ * chunk, then 64 bytes of padding, so that the two k chunks a quarter warp
+ * copies land on different banks */
+constexpr int WG_LB = 4 * WG_BM + 16;
+constexpr int WG_T = 4 * WG_LB;       /* one 128 × 16 operand tile */
+constexpr int WG_STAGE = 3 * WG_T;    /* X's cos and sin slots of m, W_m */
+constexpr int WG_OUT = 2 * WG_BM * WG_LDO;
+constexpr int WG_MAIN = WG_NST * WG_STAGE > WG_OUT ? WG_NST * WG_STAGE : WG_OUT;
+constexpr size_t WG_SMEM = (size_t)(WG_MAIN + 4 * TC_Q * TC_GMAX) * sizeof(float);
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define ECN_WGMMA 1 /* device code for sm_90a: wgmma */
-/* shared-memory descriptor of an operand tile of R rows (k step wg_lb(R) floats, rows 128 B) */
-template <int R> __device__ static inline uint64_t wg_desc(const float *p)
+/* shared-memory descriptor of an operand tile (k step WG_LB floats, rows 128 B) */
+__device__ static inline uint64_t wg_desc(const float *p)
 {
     const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    return (uint64_t)((a & 0x3FFFF) >> 4) | (uint64_t)((4 * wg_lb(R)) >> 4) << 16 |
+    return (uint64_t)((a & 0x3FFFF) >> 4) | (uint64_t)((4 * WG_LB) >> 4) << 16 |
            (uint64_t)(128 >> 4) << 32;
 }
 
@@ -100,36 +99,35 @@ __device__ static inline void wgmma128(float (&d)[64], uint64_t da, uint64_t db)
 }
 #undef WG_R8
 
-/* 16-byte chunk c of an R × 16 tile (quarter warp q = (c/8)%4, t = c%8):
- * row 8·(c/32) + 4·(q%2) + t/2, k chunk 2·(q/2) + t%2, at float offset
- * kc·wg_lb(R) + 4·row: a quarter warp reads the two halves of four 32-byte
+/* 16-byte chunk c of a tile (quarter warp q = (c/8)%4, t = c%8): row
+ * 8·(c/32) + 4·(q%2) + t/2, k chunk 2·(q/2) + t%2, at float offset
+ * kc·WG_LB + 4·row: a quarter warp reads the two halves of four 32-byte
  * sectors and writes 128 bytes on distinct banks; a warp covers 64 bytes
  * of 8 rows. With the padding, 0.90 ms a layer against 0.95 for one chunk
  * of 8 rows per quarter warp (H100, doc/performance.md) */
 __device__ static inline int wg_row(int c) { return 8 * (c >> 5) + 4 * ((c >> 3) & 1) + ((c & 7) >> 1); }
 __device__ static inline int wg_kc(int c) { return 2 * ((c >> 4) & 1) + (c & 1); }
-template <int R> __device__ static inline int wg_off(int c) { return wg_kc(c) * wg_lb(R) + 4 * wg_row(c); }
+__device__ static inline int wg_off(int c) { return wg_kc(c) * WG_LB + 4 * wg_row(c); }
 
-/* K tile k0..k0+15 of X's slots (m, cos) and (m, sin) (m > 0) and of W_m into a stage */
-template <int BM>
+/* K tile k0..k0+15 of X's slots (m, cos) and (m, sin) (m > 0) and of W_m
+ * into a stage: a thread's chunks c = tid, tid + 256 of each tile */
 __device__ static inline void wg_load(float *st, const float *X, const float *W, int64_t E, int F,
                                       int64_t e0, int n0, int m, int k0)
 {
-    using S = WgShape<BM>;
 #pragma unroll
-    for (int h = 0; h < 2; h++) { /* BM · 4 chunks per X tile */
-        const int c = threadIdx.x + S::THREADS * h, o = wg_off<BM>(c);
+    for (int h = 0; h < 2; h++) {
+        const int c = threadIdx.x + TC_THREADS * h, o = wg_off(c);
         const int64_t e = e0 + wg_row(c);
         const bool ok = e < E; /* rows past E read nothing and fill zeros */
         const float *xa = X + (ok ? e : 0) * (2LL * TC_Q * F) + 2 * m * F + k0 + 4 * wg_kc(c);
         cp16(st + o, xa, ok);
         if (m)
-            cp16(st + S::TA + o, xa + F, ok);
+            cp16(st + WG_T + o, xa + F, ok);
     }
 #pragma unroll
-    for (int h = 0; h < WG_BN * 4 / S::THREADS; h++) {
-        const int c = threadIdx.x + S::THREADS * h;
-        cp16(st + 2 * S::TA + wg_off<WG_BN>(c),
+    for (int h = 0; h < 2; h++) {
+        const int c = threadIdx.x + TC_THREADS * h;
+        cp16(st + 2 * WG_T + wg_off(c),
              W + ((int64_t)m * F + n0 + wg_row(c)) * F + k0 + 4 * wg_kc(c), true);
     }
 }
@@ -146,19 +144,18 @@ __device__ static inline void wg_round4(float *q)
 }
 
 /* this thread's chunks of a landed stage (those wg_load copied), rounded to TF32 in place */
-template <int BM> __device__ static inline void wg_round(float *st, int m)
+__device__ static inline void wg_round(float *st, int m)
 {
-    using S = WgShape<BM>;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const int o = wg_off<BM>(threadIdx.x + S::THREADS * h);
+        const int o = wg_off(threadIdx.x + TC_THREADS * h);
         wg_round4(st + o);
         if (m)
-            wg_round4(st + S::TA + o);
+            wg_round4(st + WG_T + o);
     }
 #pragma unroll
-    for (int h = 0; h < WG_BN * 4 / S::THREADS; h++)
-        wg_round4(st + 2 * S::TA + wg_off<WG_BN>(threadIdx.x + S::THREADS * h));
+    for (int h = 0; h < 2; h++)
+        wg_round4(st + 2 * WG_T + wg_off(threadIdx.x + TC_THREADS * h));
 }
 #endif
 
@@ -166,19 +163,18 @@ template <int BM> __device__ static inline void wg_round(float *st, int m)
  * run (wgmma.wait_group 1), so the rounding of stage kt and the loads overlap
  * the tensor cores; the block barrier of step kt orders every warpgroup's
  * wait for step kt - 2's MMAs before stage (kt - 2)'s refill. */
-template <int BM, bool SILU, bool SYM>
-__global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
+template <bool SILU, bool SYM>
+__global__ void __launch_bounds__(TC_THREADS, 1)
     layer_wg_fwd_k(int64_t E, int F, TcArgs a, float *X, float *Z)
 {
 #ifdef ECN_WGMMA
-    using S = WgShape<BM>;
     constexpr int PD = WG_NST - 2; /* stages loaded ahead */
     extern __shared__ __align__(16) float sm[];
-    float *tab = sm + S::MAIN;
+    float *tab = sm + WG_MAIN;
     cgr::cluster_group cl = cgr::this_cluster();
     const int NT = F / WG_BN, rank = (int)cl.block_rank(); /* rank = n·4 + m */
     const int m = rank & 3, n = rank >> 2, n0 = n * WG_BN;
-    const int64_t e0 = (int64_t)(blockIdx.x / (4 * NT)) * BM;
+    const int64_t e0 = (int64_t)(blockIdx.x / (4 * NT)) * WG_BM;
     const int tid = threadIdx.x, g = tid >> 7;
     float acc[2][64];
 #pragma unroll
@@ -190,28 +186,28 @@ __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
 #pragma unroll
     for (int st = 0; st < PD; st++) {
         if (st < KT)
-            wg_load<BM>(sm + st * S::STAGE, X, a.w, E, F, e0, n0, m, st * WG_BK);
+            wg_load(sm + st * WG_STAGE, X, a.w, E, F, e0, n0, m, st * WG_BK);
         cp_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
         cp_wait<PD - 1>();
-        float *st = sm + (kt % WG_NST) * S::STAGE;
-        wg_round<BM>(st, m);
+        float *st = sm + (kt % WG_NST) * WG_STAGE;
+        wg_round(st, m);
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
         if (kt + PD < KT)
-            wg_load<BM>(sm + ((kt + PD) % WG_NST) * S::STAGE, X, a.w, E, F, e0, n0, m,
+            wg_load(sm + ((kt + PD) % WG_NST) * WG_STAGE, X, a.w, E, F, e0, n0, m,
                         (kt + PD) * WG_BK);
         cp_commit();
-        /* k step q: cores 2q, 2q+1 (2q·wg_lb floats in); warpgroup g: rows 64g */
+        /* k step q: cores 2q, 2q+1 (2q·WG_LB floats in); warpgroup g: rows 64g */
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int q = 0; q < 2; q++) {
             /* m = 0 has no sin slot: its second product repeats the cos one
              * (unused) rather than branch, which makes ptxas fence the MMAs */
-            const uint64_t db = wg_desc<WG_BN>(st + 2 * S::TA + 2 * wg_lb(WG_BN) * q);
-            wgmma128(acc[0], wg_desc<BM>(st + 256 * g + 2 * wg_lb(BM) * q), db);
-            wgmma128(acc[1], wg_desc<BM>(st + (m ? S::TA : 0) + 256 * g + 2 * wg_lb(BM) * q), db);
+            const uint64_t db = wg_desc(st + 2 * WG_T + 2 * WG_LB * q);
+            wgmma128(acc[0], wg_desc(st + 256 * g + 2 * WG_LB * q), db);
+            wgmma128(acc[1], wg_desc(st + (m ? WG_T : 0) + 256 * g + 2 * WG_LB * q), db);
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -229,7 +225,7 @@ __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
             for (int j = 0; j < 64; j += 2) {
                 const int row = 64 * g + 16 * w + (lane >> 2) + 8 * ((j & 3) >> 1);
                 const int col = 8 * (j >> 2) + 2 * (lane & 3);
-                *reinterpret_cast<float2 *>(sm + (p * BM + row) * WG_LDO + col) =
+                *reinterpret_cast<float2 *>(sm + (p * WG_BM + row) * WG_LDO + col) =
                     make_float2(acc[p][j], acc[p][j + 1]);
             }
         }
@@ -237,15 +233,15 @@ __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
     rs_tables<float, TC_Q>(a.rs, tab);
     cl.sync(); /* every CTA staged its slots and has read X's rows */
 
-    /* epilogue: rows (BM/4)m .. (BM/4)(m+1) - 1 of the feature tile, the four
-     * m's slots from the four CTAs of this feature tile */
+    /* epilogue: rows 32m..32m+31 of the feature tile, the four m's slots from
+     * the four CTAs of this feature tile */
     const float *O[TC_Q];
 #pragma unroll
     for (int mm = 0; mm < TC_Q; mm++)
         O[mm] = cl.map_shared_rank(sm, (unsigned)(n * 4 + mm));
     const int64_t rstride = 2LL * TC_Q * F;
-    for (int i = tid; i < (BM / 4) * (WG_BN / 4); i += S::THREADS) {
-        const int r = (BM / 4) * m + i / (WG_BN / 4), c = 4 * (i % (WG_BN / 4));
+    for (int i = tid; i < (WG_BM / 4) * (WG_BN / 4); i += TC_THREADS) {
+        const int r = (WG_BM / 4) * m + i / (WG_BN / 4), c = 4 * (i % (WG_BN / 4));
         const int64_t e = e0 + r;
         if (e >= E)
             break; /* rows only grow with i */
@@ -253,7 +249,7 @@ __global__ void __launch_bounds__(WgShape<BM>::THREADS, WgShape<BM>::MINB)
 #pragma unroll
         for (int mm = 0; mm < TC_Q; mm++) {
             unpack4(ld4(O[mm] + r * WG_LDO + c), zc[mm]);
-            unpack4(mm ? ld4(O[mm] + (BM + r) * WG_LDO + c)
+            unpack4(mm ? ld4(O[mm] + (WG_BM + r) * WG_LDO + c)
                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f),
                     zs[mm]);
         }
@@ -273,31 +269,10 @@ bool wg_available()
 {
 #ifdef ECN_CUDA_SM90A
     const State &s = state();
-    return s.cc_major == 9 && s.cc_minor == 0 && s.smem_optin >= WgShape<128>::SMEM;
+    return s.cc_major == 9 && s.cc_minor == 0 && s.smem_optin >= WG_SMEM;
 #else
     return false;
 #endif
-}
-
-template <int BM>
-static bool wg_launch(int64_t E, int F, int C, bool silu, bool sym, const TcArgs &a, float *X,
-                      float *Z)
-{
-    using S = WgShape<BM>;
-    static std::atomic<int> fits[9]; /* per cluster size: 0 unknown, 1 fits, -1 does not */
-    if ((E + BM - 1) / BM * C > INT_MAX)
-        return false;
-    if (!fits[C].load())
-        fits[C].store(tc_cluster_fits((const void *)layer_wg_fwd_k<BM, true, false>, S::SMEM, C,
-                                      S::THREADS)
-                          ? 1
-                          : -1);
-    if (fits[C].load() < 0)
-        return false;
-    auto k = silu ? (sym ? layer_wg_fwd_k<BM, true, true> : layer_wg_fwd_k<BM, true, false>)
-                  : (sym ? layer_wg_fwd_k<BM, false, true> : layer_wg_fwd_k<BM, false, false>);
-    tc_launch(k, S::SMEM, BM, C, E, F, a, X, Z, S::THREADS);
-    return true;
 }
 
 bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
@@ -308,7 +283,14 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     if (!s.tf32 || !wg_available() || !rs->sin0_zero || E <= 0 || F <= 0 || lin->fout != F ||
         rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN || C > 8 || rs->G > TC_GMAX ||
         lin->w_src || lin->w_tgt || rs->scale_src || rs->scale_tgt || rs->shift_src ||
-        rs->shift_tgt || !aligned16(X) || !aligned16(Z) || !aligned16(lin->w))
+        rs->shift_tgt || !aligned16(X) || !aligned16(Z) || !aligned16(lin->w) ||
+        (E + WG_BM - 1) / WG_BM * C > INT_MAX)
+        return false;
+    static std::atomic<int> fits[9]; /* per cluster size: 0 unknown, 1 fits, -1 does not */
+    if (!fits[C].load())
+        fits[C].store(tc_cluster_fits((const void *)layer_wg_fwd_k<true, false>, WG_SMEM, C) ? 1
+                                                                                             : -1);
+    if (fits[C].load() < 0)
         return false;
     TcArgs a;
     a.w = (const float *)lin->w;
@@ -316,7 +298,10 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     a.rs = rs_args<float>(rs, NULL, NULL);
     /* the folded grid where the RealSpace kernels fold (ECENET_RS_SYM) */
     const bool silu = rs->act == ECENET_ACT_SILU, sym = rs->grid_sym && ecn_cuda_rs_sym_on();
-    return wg_launch<128>(E, F, C, silu, sym, a, X, Z);
+    auto k = silu ? (sym ? layer_wg_fwd_k<true, true> : layer_wg_fwd_k<true, false>)
+                  : (sym ? layer_wg_fwd_k<false, true> : layer_wg_fwd_k<false, false>);
+    tc_launch(k, WG_SMEM, WG_BM, C, E, F, a, X, Z);
+    return true;
 }
 
 } // namespace ecn_cu
