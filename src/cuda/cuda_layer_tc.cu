@@ -277,8 +277,10 @@ __device__ static inline void tc_epilogue(const float *O, const float *tab, cons
             unpack4(ld4(O + ((2 * m) * TC_BM + r) * TC_LDO + c), zc[m]);
             unpack4(ld4(O + ((2 * m + 1) * TC_BM + r) * TC_LDO + c), zs[m]);
         }
+        float4 x[TC_S];
+        tc_ldx<false>(X + e * rstride + n0 + c, F, x);
         tc_epi4<SILU, false, false>(tab, a, F, n0 + c, Z + e * rstride + n0 + c,
-                                    X + e * rstride + n0 + c, zc, zs);
+                                    X + e * rstride + n0 + c, x, zc, zs);
     }
 }
 
@@ -396,6 +398,8 @@ bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     a.w = (const float *)lin->w;
     a.bias = (const float *)lin->bias;
     a.rs = rs_args<float>(rs, NULL, NULL);
+    if (!tc_vec_ok(a))
+        return false;
     const bool silu = rs->act == ECENET_ACT_SILU;
     const int C = F / TC_BN;
     if (split_n == 1)

@@ -47,28 +47,55 @@ __device__ static inline float4 add4(float4 a, float4 b)
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-/* The fused layer's epilogue for 4 consecutive features f..f+3 of one edge
- * (16-byte accesses at ze, xe: Z's and X's row at f), given their linear
- * outputs zc, zs (cos, sin slots of each m): Z = them (+ bias), store Z,
- * X += RealSpace(Z) with the operations of the RealSpace kernels. Z0 (a
- * sin0_zero layer, the slot's GEMM not run, zs[0] zero): Z's sin m = 0
- * slot is written zero and X's left alone, as rs_layer_fwd_vk does; SYM:
- * the folded grid of a grid_sym layer. */
-template <bool SILU, bool Z0, bool SYM>
-__device__ static inline void tc_epi4(const float *tab, const TcArgs &a, int F, int f, float *ze,
-                                      float *xe, float (&zc)[TC_Q][4], float (&zs)[TC_Q][4])
+/* x, y, z, w of a float4 into v[0..3] */
+__device__ static inline void unpack4(float4 q, float (&v)[4])
 {
-    float4 x[TC_S];
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+}
+
+/* the epilogue's per-feature vectors allow its 16-byte loads */
+static inline bool tc_vec_ok(const TcArgs &a)
+{
+    return aligned16(a.bias) && aligned16(a.rs.scale) && aligned16(a.rs.shift);
+}
+
+/* X's 4 features at xe in every slot (zeros where xe is NULL: a row past
+ * E; and in the sin m = 0 slot of a Z0 layer, which the epilogue leaves) */
+template <bool Z0>
+__device__ static inline void tc_ldx(const float *xe, int F, float4 (&x)[TC_S])
+{
 #pragma unroll
     for (int s = 0; s < TC_S; s++)
-        x[s] = Z0 && s == 1 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ld4(xe + s * F);
-    float yc[TC_Q][4], ys[TC_Q][4], scale[4], shift[4];
+        x[s] = (Z0 && s == 1) || !xe ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ld4(xe + s * F);
+}
+
+/* The fused layer's epilogue for 4 consecutive features f..f+3 of one edge
+ * (16-byte accesses at ze, xe: Z's and X's row at f), given their linear
+ * outputs zc, zs (cos, sin slots of each m) and X's values x there
+ * (tc_ldx): Z = them (+ bias), store Z, X = x + RealSpace(Z) with the
+ * operations of the RealSpace kernels. Z0 (a sin0_zero layer, the slot's
+ * GEMM not run, zs[0] zero): Z's sin m = 0 slot is written zero and X's
+ * left alone, as rs_layer_fwd_vk does; SYM: the folded grid of a grid_sym
+ * layer. */
+template <bool SILU, bool Z0, bool SYM>
+__device__ static inline void tc_epi4(const float *tab, const TcArgs &a, int F, int f, float *ze,
+                                      float *xe, const float4 (&x)[TC_S], float (&zc)[TC_Q][4],
+                                      float (&zs)[TC_Q][4])
+{
+    /* 16-byte loads (tc_vec_ok): four scalar loads of a warp whose lanes are
+     * 16 bytes apart fetched each sector four times (ncu: 13.3M excess
+     * sectors a wgmma layer) */
+    float yc[TC_Q][4], ys[TC_Q][4], scale[4], shift[4], bias[4];
+    unpack4(a.bias ? ld4(a.bias + f) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), bias);
+    unpack4(a.rs.scale ? ld4(a.rs.scale + f) : make_float4(1.0f, 1.0f, 1.0f, 1.0f), scale);
+    unpack4(a.rs.shift ? ld4(a.rs.shift + f) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), shift);
 #pragma unroll
     for (int v = 0; v < 4; v++) {
         if (a.bias)
-            zc[0][v] += a.bias[f + v];
-        scale[v] = a.rs.scale ? a.rs.scale[f + v] : 1.0f;
-        shift[v] = a.rs.shift ? a.rs.shift[f + v] : 0.0f;
+            zc[0][v] += bias[v];
 #pragma unroll
         for (int m = 0; m < TC_Q; m++)
             yc[m][v] = ys[m][v] = 0.0f;
@@ -93,25 +120,16 @@ __device__ static inline void tc_epi4(const float *tab, const TcArgs &a, int F, 
     }
 }
 
-/* x, y, z, w of a float4 into v[0..3] */
-__device__ static inline void unpack4(float4 q, float (&v)[4])
-{
-    v[0] = q.x;
-    v[1] = q.y;
-    v[2] = q.z;
-    v[3] = q.w;
-}
-
 
 /* ---- host side: grids of thread-block clusters ----------------------------------------------------- */
 
-/* grid of nrb row tiles × C blocks (one cluster each) */
+/* grid of nrb row tiles × C blocks of `threads` threads (one cluster each) */
 static inline void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, int64_t nrb, int C,
-                             size_t smem)
+                             size_t smem, int threads = TC_THREADS)
 {
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = dim3((unsigned)(nrb * C), 1, 1);
-    cfg.blockDim = dim3(TC_THREADS, 1, 1);
+    cfg.blockDim = dim3((unsigned)threads, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = 0;
     at[0].id = cudaLaunchAttributeClusterDimension;
@@ -123,12 +141,12 @@ static inline void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, i
 }
 
 /* whether a cluster of C blocks of kernel kern (smem bytes each) fits on this GPU */
-static inline bool tc_cluster_fits(const void *kern, size_t smem, int C)
+static inline bool tc_cluster_fits(const void *kern, size_t smem, int C, int threads = TC_THREADS)
 {
     int n = 0;
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[1];
-    tc_config(cfg, at, 1, C, smem);
+    tc_config(cfg, at, 1, C, smem, threads);
     const bool ok =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ==
             cudaSuccess &&
@@ -140,12 +158,12 @@ static inline bool tc_cluster_fits(const void *kern, size_t smem, int C)
 /* C blocks per row tile of BM edges, one cluster */
 template <typename K>
 static void tc_launch(K kern, size_t smem, int BM, int C, int64_t E, int F, const TcArgs &a,
-                      float *X, float *Z)
+                      float *X, float *Z, int threads = TC_THREADS)
 {
     CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[1];
-    tc_config(cfg, at, (E + BM - 1) / BM, C, smem);
+    tc_config(cfg, at, (E + BM - 1) / BM, C, smem, threads);
     CU_CHECK(cudaLaunchKernelEx(&cfg, kern, E, F, a, X, Z));
 }
 
