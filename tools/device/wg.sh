@@ -10,7 +10,7 @@
 # per-instruction source view of that kernel into $OUT/ncu_source.csv.gz
 # (read it here with tools/device/ncu_source.py). About 3-5 minutes.
 # An entry of MODES, PROFILE_MODES or GOLDEN_MODE may carry more environment after
-# commas: "3,ECENET_WG_LOAD=reg" runs mode 3 with ECENET_WG_LOAD=reg.
+# commas: "3,ECENET_RS_SYM=0" runs mode 3 with ECENET_RS_SYM=0.
 #   MODES="0 3" PROFILE_MODES=3 bash tools/device/wg.sh
 source "$(dirname "$0")/env.sh"
 cd $B
