@@ -395,10 +395,7 @@ bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
         (E + TC_BM - 1) / TC_BM * (F / TC_BN) > INT_MAX || !tc_fits(F / TC_BN))
         return false;
     TcArgs a;
-    a.w = (const float *)lin->w;
-    a.bias = (const float *)lin->bias;
-    a.rs = rs_args<float>(rs, NULL, NULL);
-    if (!tc_vec_ok(a))
+    if (!tc_args(lin, rs, a))
         return false;
     const bool silu = rs->act == ECENET_ACT_SILU;
     const int C = F / TC_BN;

@@ -56,9 +56,15 @@ __device__ static inline void unpack4(float4 q, float (&v)[4])
     v[3] = q.w;
 }
 
-/* the epilogue's per-feature vectors allow its 16-byte loads */
-static inline bool tc_vec_ok(const TcArgs &a)
+/* a fused layer's arguments; false where the epilogue's per-feature vectors
+ * do not allow its 16-byte loads (the caller then leaves the layer to the
+ * unfused kernels) */
+static inline bool tc_args(const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
+                           TcArgs &a)
 {
+    a.w = (const float *)lin->w;
+    a.bias = (const float *)lin->bias;
+    a.rs = rs_args<float>(rs, NULL, NULL);
     return aligned16(a.bias) && aligned16(a.rs.scale) && aligned16(a.rs.shift);
 }
 
@@ -85,7 +91,7 @@ __device__ static inline void tc_epi4(const float *tab, const TcArgs &a, int F, 
                                       float *xe, const float4 (&x)[TC_S], float (&zc)[TC_Q][4],
                                       float (&zs)[TC_Q][4])
 {
-    /* 16-byte loads (tc_vec_ok): four scalar loads of a warp whose lanes are
+    /* 16-byte loads (checked by tc_args): four scalar loads of a warp whose lanes are
      * 16 bytes apart fetched each sector four times (ncu: 13.3M excess
      * sectors a wgmma layer) */
     float yc[TC_Q][4], ys[TC_Q][4], scale[4], shift[4], bias[4];

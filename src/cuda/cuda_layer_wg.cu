@@ -304,10 +304,7 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
         (E + WG_BM - 1) / WG_BM * C > INT_MAX)
         return false;
     TcArgs a;
-    a.w = (const float *)lin->w;
-    a.bias = (const float *)lin->bias;
-    a.rs = rs_args<float>(rs, NULL, NULL);
-    if (!tc_vec_ok(a))
+    if (!tc_args(lin, rs, a))
         return false;
     static std::atomic<int> fits[9]; /* per cluster size: 0 unknown, 1 fits, -1 does not */
     if (!fits[C].load())
