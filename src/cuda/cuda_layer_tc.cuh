@@ -129,13 +129,13 @@ __device__ static inline void tc_epi4(const float *tab, const TcArgs &a, int F, 
 
 /* ---- host side: grids of thread-block clusters ----------------------------------------------------- */
 
-/* grid of nrb row tiles × C blocks of `threads` threads (one cluster each) */
+/* grid of nrb row tiles × C blocks (one cluster each) */
 static inline void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, int64_t nrb, int C,
-                             size_t smem, int threads = TC_THREADS)
+                             size_t smem)
 {
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = dim3((unsigned)(nrb * C), 1, 1);
-    cfg.blockDim = dim3((unsigned)threads, 1, 1);
+    cfg.blockDim = dim3(TC_THREADS, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = 0;
     at[0].id = cudaLaunchAttributeClusterDimension;
@@ -147,12 +147,12 @@ static inline void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, i
 }
 
 /* whether a cluster of C blocks of kernel kern (smem bytes each) fits on this GPU */
-static inline bool tc_cluster_fits(const void *kern, size_t smem, int C, int threads = TC_THREADS)
+static inline bool tc_cluster_fits(const void *kern, size_t smem, int C)
 {
     int n = 0;
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[1];
-    tc_config(cfg, at, 1, C, smem, threads);
+    tc_config(cfg, at, 1, C, smem);
     const bool ok =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ==
             cudaSuccess &&
@@ -164,12 +164,12 @@ static inline bool tc_cluster_fits(const void *kern, size_t smem, int C, int thr
 /* C blocks per row tile of BM edges, one cluster */
 template <typename K>
 static void tc_launch(K kern, size_t smem, int BM, int C, int64_t E, int F, const TcArgs &a,
-                      float *X, float *Z, int threads = TC_THREADS)
+                      float *X, float *Z)
 {
     CU_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[1];
-    tc_config(cfg, at, (E + BM - 1) / BM, C, smem, threads);
+    tc_config(cfg, at, (E + BM - 1) / BM, C, smem);
     CU_CHECK(cudaLaunchKernelEx(&cfg, kern, E, F, a, X, Z));
 }
 

@@ -208,10 +208,10 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
                  * m = 0 has no sin slot: its second product repeats the cos
                  * one (unused) rather than branch, which makes ptxas fence
                  * the MMAs */
-                const float *t = st + ks * WG_SUB + 2 * q * WG_LB;
-                const uint64_t db = wg_desc(t + 2 * WG_T);
-                wgmma128(acc[0], wg_desc(t + 256 * g), db);
-                wgmma128(acc[1], wg_desc(t + (m ? WG_T : 0) + 256 * g), db);
+                const float *t = st + ks * WG_SUB + 2 * q * WG_LB + 256 * g;
+                const uint64_t db = wg_desc(st + ks * WG_SUB + 2 * WG_T + 2 * q * WG_LB);
+                wgmma128(acc[0], wg_desc(t), db);
+                wgmma128(acc[1], wg_desc(t + (m ? WG_T : 0)), db);
             }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");

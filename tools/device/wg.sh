@@ -5,7 +5,9 @@
 # cases through mode GOLDEN_MODE (default 3), then the bench rows with
 # MODES (default "0 1 3": cuBLAS + RealSpace, mma.sync fused, wgmma)
 # alternated twice, an fp64 row first as the accuracy reference; then a
-# per-op profile of the TF32 step in PROFILE_MODES (default "0 3"); NCU=1:
+# per-op profile of the TF32 step in PROFILE_MODES (default "0 3", empty:
+# none; about 28 s a run); MEMCHECK=1: memcheck of a small bench through
+# GOLDEN_MODE; NCU=1:
 # ncu of one kernel of mode NCU_MODE (default 3); NCU_SOURCE=1: ncu's
 # per-instruction source view of that kernel into $OUT/ncu_source.csv.gz
 # (read it here with tools/device/ncu_source.py). About 3-5 minutes.
@@ -22,6 +24,11 @@ G=${GOLDEN_MODE:-3}; gx=; [[ $G == *,* ]] && gx=${G#*,}
 echo "== check_backends golden, cuda:f32+tf32, ECENET_LAYER_TC=$G $((SECONDS-T0))s"
 env ECENET_LAYER_TC=${G%%,*} ${gx//,/ } ECENET_TEST_BACKEND=cuda:f32+tf32 CK_RUN_CASE=golden timeout 120 ./check_backends > $OUT/cb_golden.log 2>&1
 echo "rc=$?"; grep -E "%:|:F:|:E:" $OUT/cb_golden.log | cut -c1-300 | tail -4
+if [[ -n $MEMCHECK ]]; then
+  echo "== memcheck, ECENET_LAYER_TC=$G $((SECONDS-T0))s"
+  env ECENET_LAYER_TC=${G%%,*} ${gx//,/ } timeout 90 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $OUT/memcheck.log 2>&1
+  echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $OUT/memcheck.log | head -3
+fi
 echo "== bench, alternated $((SECONDS-T0))s"
 for rep in 1 2; do
   for cfg in ${MODES:-0 1 3}; do
@@ -30,7 +37,7 @@ for rep in 1 2; do
   done
 done
 echo "== profile $((SECONDS-T0))s"
-for cfg in ${PROFILE_MODES:-0 3}; do
+for cfg in ${PROFILE_MODES-0 3}; do
   m=${cfg%%,*}; x=; [[ $cfg == *,* ]] && x=${cfg#*,}; f=$OUT/profile_${cfg//[^A-Za-z0-9]/_}.txt
   env ECENET_LAYER_TC=$m ${x//,/ } timeout 90 ./ecenet profile --config bench --diamond 4 --backend cuda --precision f32 --tf32 --n-warmup 2 --n-time 5 --op-profile > $f 2>&1
   echo "TC=$cfg rc=$?"; grep -E "layer_fwd|layer_vjp|step" $f | head -6
