@@ -38,7 +38,7 @@
  * take the cuBLAS path.
  *
  * The wgmma forward (mode 3) is in cuda_layer_wg.cu; the pieces both use
- * (arguments, cp.async, the epilogue, cluster launches) in
+ * (arguments, the epilogue, cluster launches) in
  * cuda_layer_tc.cuh. This file also dispatches every mode. */
 #include <atomic>
 #include <cooperative_groups.h>
@@ -52,6 +52,18 @@
 namespace cgr = cooperative_groups;
 
 namespace ecn_cu {
+
+__device__ static inline void cp16(float *dst, const float *src, bool valid)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ static inline void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ static inline void cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 constexpr int TC_BM = 64, TC_BN = 64;        /* edges, features per block */
 constexpr int TC_BK = 16;                    /* K step */
@@ -277,10 +289,8 @@ __device__ static inline void tc_epilogue(const float *O, const float *tab, cons
             unpack4(ld4(O + ((2 * m) * TC_BM + r) * TC_LDO + c), zc[m]);
             unpack4(ld4(O + ((2 * m + 1) * TC_BM + r) * TC_LDO + c), zs[m]);
         }
-        float4 x[TC_S];
-        tc_ldx<false>(X + e * rstride + n0 + c, F, x);
         tc_epi4<SILU, false, false>(tab, a, F, n0 + c, Z + e * rstride + n0 + c,
-                                    X + e * rstride + n0 + c, x, zc, zs);
+                                    X + e * rstride + n0 + c, zc, zs);
     }
 }
 
@@ -366,10 +376,8 @@ static int &tc_mode()
 /* whether a cluster of C blocks of the forward kernel fits on this GPU (asked once per C) */
 static bool tc_fits(int C)
 {
-    static std::atomic<int> known[9]; /* 0 unknown, 1 fits, -1 does not */
-    if (!known[C].load())
-        known[C].store(tc_cluster_fits((const void *)layer_tc_fwd_k<1, true>, TC_SMEM, C) ? 1 : -1);
-    return known[C].load() > 0;
+    static std::atomic<int> known[9];
+    return tc_cluster_fits(known, (const void *)layer_tc_fwd_k<1, true>, TC_SMEM, C);
 }
 
 bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,

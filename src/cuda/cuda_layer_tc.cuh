@@ -1,12 +1,13 @@
 /* Shared by the fused tensor-core layer kernels (SPEC §10-§12):
  * cuda_layer_tc.cu (mma.sync: ECENET_LAYER_TC modes 1 and 2, and the
  * dispatch of every mode) and cuda_layer_wg.cu (wgmma: mode 3). The kernel
- * arguments, the cp.async and TF32 helpers, the epilogue of one edge and
+ * arguments, the TF32 and vector helpers, the epilogue of one edge and
  * four features (the same operations as the RealSpace kernels), and the
  * launch of a grid of thread-block clusters. */
 #ifndef ECN_CUDA_LAYER_TC_CUH
 #define ECN_CUDA_LAYER_TC_CUH
 
+#include <atomic>
 #include <string.h>
 #include "cuda_common.cuh"
 #include "cuda_realspace.cuh"
@@ -21,18 +22,6 @@ struct TcArgs {
     const float *w, *bias;   /* (Q, F, F) [m][o][i]; (F) or NULL */
     RS<float> rs;            /* tables, act, per-feature scale/shift (no types) */
 };
-
-__device__ static inline void cp16(float *dst, const float *src, bool valid)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-__device__ static inline void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ static inline void cp_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 __device__ static inline uint32_t to_tf32(float x)
 {
@@ -68,29 +57,21 @@ static inline bool tc_args(const ecenet_linear_params *lin, const ecenet_realspa
     return aligned16(a.bias) && aligned16(a.rs.scale) && aligned16(a.rs.shift);
 }
 
-/* X's 4 features at xe in every slot (zeros where xe is NULL: a row past
- * E; and in the sin m = 0 slot of a Z0 layer, which the epilogue leaves) */
-template <bool Z0>
-__device__ static inline void tc_ldx(const float *xe, int F, float4 (&x)[TC_S])
-{
-#pragma unroll
-    for (int s = 0; s < TC_S; s++)
-        x[s] = (Z0 && s == 1) || !xe ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ld4(xe + s * F);
-}
-
 /* The fused layer's epilogue for 4 consecutive features f..f+3 of one edge
  * (16-byte accesses at ze, xe: Z's and X's row at f), given their linear
- * outputs zc, zs (cos, sin slots of each m) and X's values x there
- * (tc_ldx): Z = them (+ bias), store Z, X = x + RealSpace(Z) with the
- * operations of the RealSpace kernels. Z0 (a sin0_zero layer, the slot's
- * GEMM not run, zs[0] zero): Z's sin m = 0 slot is written zero and X's
- * left alone, as rs_layer_fwd_vk does; SYM: the folded grid of a grid_sym
- * layer. */
+ * outputs zc, zs (cos, sin slots of each m): Z = them (+ bias), store Z,
+ * X += RealSpace(Z) with the operations of the RealSpace kernels. Z0 (a
+ * sin0_zero layer, the slot's GEMM not run, zs[0] zero): Z's sin m = 0
+ * slot is written zero and X's left alone, as rs_layer_fwd_vk does; SYM:
+ * the folded grid of a grid_sym layer. */
 template <bool SILU, bool Z0, bool SYM>
 __device__ static inline void tc_epi4(const float *tab, const TcArgs &a, int F, int f, float *ze,
-                                      float *xe, const float4 (&x)[TC_S], float (&zc)[TC_Q][4],
-                                      float (&zs)[TC_Q][4])
+                                      float *xe, float (&zc)[TC_Q][4], float (&zs)[TC_Q][4])
 {
+    float4 x[TC_S];
+#pragma unroll
+    for (int s = 0; s < TC_S; s++)
+        x[s] = Z0 && s == 1 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ld4(xe + s * F);
     /* 16-byte loads (checked by tc_args): four scalar loads of a warp whose lanes are
      * 16 bytes apart fetched each sector four times (ncu: 13.3M excess
      * sectors a wgmma layer) */
@@ -146,19 +127,25 @@ static inline void tc_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, i
     cfg.numAttrs = 1;
 }
 
-/* whether a cluster of C blocks of kernel kern (smem bytes each) fits on this GPU */
-static inline bool tc_cluster_fits(const void *kern, size_t smem, int C)
+/* whether a cluster of C (<= 8) blocks of kernel kern (smem bytes each)
+ * fits on this GPU, asked once per C: the answer is kept in known[C] (0
+ * unknown, 1 fits, -1 does not), one array per kernel */
+static inline bool tc_cluster_fits(std::atomic<int> (&known)[9], const void *kern, size_t smem,
+                                   int C)
 {
-    int n = 0;
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute at[1];
-    tc_config(cfg, at, 1, C, smem);
-    const bool ok =
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ==
-            cudaSuccess &&
-        cudaOccupancyMaxActiveClusters(&n, kern, &cfg) == cudaSuccess && n > 0;
-    (void)cudaGetLastError(); /* a refusal here only means: not this path */
-    return ok;
+    if (!known[C].load()) {
+        int n = 0;
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute at[1];
+        tc_config(cfg, at, 1, C, smem);
+        const bool ok =
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ==
+                cudaSuccess &&
+            cudaOccupancyMaxActiveClusters(&n, kern, &cfg) == cudaSuccess && n > 0;
+        (void)cudaGetLastError(); /* a refusal here only means: not this path */
+        known[C].store(ok ? 1 : -1);
+    }
+    return known[C].load() > 0;
 }
 
 /* C blocks per row tile of BM edges, one cluster */

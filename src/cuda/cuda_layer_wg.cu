@@ -49,12 +49,12 @@ constexpr int WG_BK = 16;         /* k of one operand tile */
 constexpr int WG_NBUF = 3;        /* stages in shared memory */
 constexpr int WG_BN = 128;        /* features per CTA */
 constexpr int WG_LDO = WG_BN + 4; /* staged output row: [part][edge][feature] */
-static_assert(WG_BN % (WG_BK * 2) == 0, "F (a multiple of WG_BN) is a whole number of stages");
 /* A CTA: 128 edges (two warpgroups, each 64 edges × 128 features of both
  * parts), one per SM; a stage: two 16-k operand tiles. 64-edge CTAs (two
  * per SM) and one tile a stage were slower (doc/performance.md). Every
  * operand tile (X's 128 edges, W_m's 128 features) is 128 rows × 16 k. */
 constexpr int WG_BM = 128, WG_KS = 2;
+static_assert(WG_BN % (WG_BK * WG_KS) == 0, "F (a multiple of WG_BN) is a whole number of stages");
 static_assert(WG_BM == WG_BN && TC_THREADS == 2 * WG_BM,
               "one tile layout for both operands; a warpgroup per 64 edges");
 /* floats between k-adjacent core matrices of a tile: its 16 cores of one k
@@ -268,10 +268,8 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f),
                     zs[mm]);
         }
-        float *xe = X + e * rstride + n0 + c;
-        float4 x[TC_S];
-        tc_ldx<true>(xe, F, x);
-        tc_epi4<SILU, true, SYM>(tab, a, F, n0 + c, Z + e * rstride + n0 + c, xe, x, zc, zs);
+        tc_epi4<SILU, true, SYM>(tab, a, F, n0 + c, Z + e * rstride + n0 + c,
+                                 X + e * rstride + n0 + c, zc, zs);
     }
     cl.sync(); /* no CTA leaves while another still reads its shared memory */
 #else
@@ -306,11 +304,8 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     TcArgs a;
     if (!tc_args(lin, rs, a))
         return false;
-    static std::atomic<int> fits[9]; /* per cluster size: 0 unknown, 1 fits, -1 does not */
-    if (!fits[C].load())
-        fits[C].store(tc_cluster_fits((const void *)layer_wg_fwd_k<true, false>, WG_SMEM, C) ? 1
-                                                                                             : -1);
-    if (fits[C].load() < 0)
+    static std::atomic<int> known[9];
+    if (!tc_cluster_fits(known, (const void *)layer_wg_fwd_k<true, false>, WG_SMEM, C))
         return false;
     /* the folded grid where the RealSpace kernels fold (ECENET_RS_SYM) */
     const bool silu = rs->act == ECENET_ACT_SILU, sym = rs->grid_sym && ecn_cuda_rs_sym_on();
