@@ -6,6 +6,8 @@ int ecn_cmd_bench(int argc, char **argv);
 extern const char ecn_bench_usage[];
 int ecn_cmd_profile(int argc, char **argv);
 extern const char ecn_profile_usage[];
+int ecn_cmd_nve(int argc, char **argv);
+extern const char ecn_nve_usage[];
 
 /* bench.c, for bench and profile: a header line with the library version,
  * the time (UTC) and every ECENET_* variable set, then "  NAME device: ..."

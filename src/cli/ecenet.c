@@ -72,6 +72,7 @@ static const command commands[] = {
      "time the forward and energy+forces steps of backends side by side", ecn_bench_usage},
     {"profile", ecn_cmd_profile, "per-section and per-op timings and memory of a step",
      ecn_profile_usage},
+    {"nve", ecn_cmd_nve, "energy conservation of velocity-Verlet NVE dynamics", ecn_nve_usage},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
