@@ -146,22 +146,6 @@ static int parse_mass(const char *s, nve_opts *o)
     return 0;
 }
 
-/* splitmix64 and Box-Muller: a seeded, platform-independent normal stream */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_normal(uint64_t *s)
-{
-    const double u1 = ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
-    const double u2 = (double)(rng_next(s) >> 11) / 9007199254740992.0;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 static double kinetic(const nve_sys *s)
 {
     double ke = 0.0;
@@ -182,7 +166,7 @@ static void thermalise(nve_sys *s, double T, uint64_t seed)
     double p[3] = {0, 0, 0}, mt = 0.0;
     for (size_t i = 0; i < s->n; i++) {
         for (int a = 0; a < 3; a++) {
-            s->v[3 * i + a] = sqrt(KB_EV * T / s->m[i]) * rng_normal(&seed);
+            s->v[3 * i + a] = sqrt(KB_EV * T / s->m[i]) * ecn_synth_normal(&seed);
             p[a] += s->m[i] * s->v[3 * i + a];
         }
         mt += s->m[i];

@@ -74,7 +74,7 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static double gauss(uint64_t *s)
+double ecn_synth_normal(uint64_t *s)
 {
     double u1 = ((splitmix(s) >> 11) + 1.0) * 0x1.0p-53, u2 = (splitmix(s) >> 11) * 0x1.0p-53;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
@@ -108,7 +108,7 @@ int ecn_synth_diamond(int n, double sigma, uint64_t seed, size_t *n_atoms, doubl
                     z[k] = 6;
                 }
     for (size_t q = 0; q < 3 * N; q++)
-        p[q] += sigma * gauss(&seed);
+        p[q] += sigma * ecn_synth_normal(&seed);
     memset(cell, 0, 9 * sizeof *cell);
     cell[0] = cell[4] = cell[8] = a * n;
     *n_atoms = N;

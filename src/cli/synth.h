@@ -21,6 +21,10 @@ ecenet_status ecn_synth_model(const ecn_config *cfg, uint64_t seed, ecenet_model
 int ecn_synth_diamond(int n, double sigma, uint64_t seed, size_t *n_atoms, double **pos,
                       int **numbers, double cell[9]);
 
+/* The next N(0, 1) value of a seeded stream (splitmix64, Box-Muller): the
+ * same numbers on every platform. *state is the seed, then the state. */
+double ecn_synth_normal(uint64_t *state);
+
 /* Monotonic wall clock in seconds. */
 double ecn_synth_now(void);
 
