@@ -282,6 +282,36 @@ static void t_check(tctx *c, const tens *t, const char *op, const char *what, in
     t_check_mask(c, t, op, what, vjp, NULL);
 }
 
+/* a second VJP output with the initial values of t (for a rerun of its op) */
+static tens t_acc_like(tctx *c, const tens *t)
+{
+    tens r = t_from(c, t->init, t->n);
+    r.init = t->init;
+    return r;
+}
+
+/* cuda: the bond-frame kernels' cp.async staging (cuda_frame.cu) on or off;
+ * returns the old setting (0 elsewhere), and how many launches staged so */
+static int fa_set(const tctx *c, int on)
+{
+#ifdef ECENET_HAVE_CUDA
+    if (!strcmp(c->be->name, "cuda"))
+        return ecn_cuda_set_frame_async(on);
+#endif
+    (void)c;
+    (void)on;
+    return 0;
+}
+static unsigned long long fa_runs(const tctx *c)
+{
+#ifdef ECENET_HAVE_CUDA
+    if (!strcmp(c->be->name, "cuda"))
+        return ecn_cuda_frame_async_launches();
+#endif
+    (void)c;
+    return 0;
+}
+
 /* two backend results of the same length, bit for bit (in the backend's precision) */
 static void t_same_bits(tctx *c, const tens *a, const tens *b, const char *op, const char *what)
 {
@@ -598,6 +628,19 @@ static void test_edge_frame(tctx *c, setup *u)
     be->edge_frame_vjp(&u->dd, u->d_edge_i, u->d_edge_j, Ae.d, D.d, Xbar.d, Aeb.d, Db.d);
     t_check(c, &Aeb, "edge_frame_vjp", "A_emb_bar", 1);
     t_check(c, &Db, "edge_frame_vjp", "Dbar", 1);
+    if (!strcmp(be->name, "cuda")) { /* staged with cp.async: the same values, the same bits */
+        const int old = fa_set(c, 1);
+        const unsigned long long r0 = fa_runs(c);
+        tens X2 = t_out(c, X.n), Aeb2 = t_acc_like(c, &Aeb), Db2 = t_acc_like(c, &Db);
+        be->edge_frame_fwd(&u->dd, u->d_edge_i, u->d_edge_j, Ae.d, D.d, X2.d);
+        be->edge_frame_vjp(&u->dd, u->d_edge_i, u->d_edge_j, Ae.d, D.d, Xbar.d, Aeb2.d, Db2.d);
+        fa_set(c, old);
+        ck_assert_msg(E == 0 || fa_runs(c) - r0 == 3, "edge frame: %llu cp.async launches, expected 3",
+                      fa_runs(c) - r0);
+        t_same_bits(c, &X2, &X, "edge_frame_fwd", "X, cp.async staging");
+        t_same_bits(c, &Aeb2, &Aeb, "edge_frame_vjp", "A_emb_bar, cp.async staging");
+        t_same_bits(c, &Db2, &Db, "edge_frame_vjp", "Dbar, cp.async staging");
+    }
 
     const int K = 3;
     tens fr = t_rand(c, E * K, 0.5), V = t_rand(c, K * F, 0.5), Xin = t_rand(c, E * XE, 1.0);
@@ -1237,6 +1280,27 @@ static void test_mp(tctx *c, setup *u)
     be->mp_rotate_unpack_vjp(&u->dd, u->d_edge_i, Dl.d, D.d, Xbar.d, Dlbar.d, Db2.d);
     t_check(c, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar", 1);
     t_check(c, &Db2, "mp_rotate_unpack_vjp", "Dbar", 1);
+    if (!strcmp(be->name, "cuda")) { /* staged with cp.async: the same values, the same bits */
+        const int old = fa_set(c, 1);
+        const unsigned long long r0 = fa_runs(c);
+        tens ga = t_out(c, g2.n), Xsa = t_out(c, Xs.n), Xba = t_acc_like(c, &Xb);
+        tens Dba = t_acc_like(c, &Db), Xioa = t_acc_like(c, &Xio), Dlba = t_acc_like(c, &Dlbar);
+        tens Db2a = t_acc_like(c, &Db2);
+        be->mp_pack_unrotate_fwd(&u->dd, X.d, D.d, ga.d, Xsa.d);
+        be->mp_pack_unrotate_vjp(&u->dd, X.d, D.d, gbar.d, Xba.d, Dba.d);
+        be->mp_rotate_unpack_fwd(&u->dd, u->d_edge_i, Dl.d, D.d, Xioa.d);
+        be->mp_rotate_unpack_vjp(&u->dd, u->d_edge_i, Dl.d, D.d, Xbar.d, Dlba.d, Db2a.d);
+        fa_set(c, old);
+        ck_assert_msg(E == 0 || fa_runs(c) - r0 == 5, "mp: %llu cp.async launches, expected 5",
+                      fa_runs(c) - r0);
+        t_same_bits(c, &ga, &g2, "mp_pack_unrotate_fwd", "g, cp.async staging");
+        t_same_bits(c, &Xsa, &Xs, "mp_pack_unrotate_fwd", "copy of X, cp.async staging");
+        t_same_bits(c, &Xba, &Xb, "mp_pack_unrotate_vjp", "Xbar, cp.async staging");
+        t_same_bits(c, &Dba, &Db, "mp_pack_unrotate_vjp", "Dbar, cp.async staging");
+        t_same_bits(c, &Xioa, &Xio, "mp_rotate_unpack_fwd", "X += unpack, cp.async staging");
+        t_same_bits(c, &Dlba, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar, cp.async staging");
+        t_same_bits(c, &Db2a, &Db2, "mp_rotate_unpack_vjp", "Dbar, cp.async staging");
+    }
 }
 
 static void test_attention(tctx *c, setup *u)

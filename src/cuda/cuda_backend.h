@@ -92,6 +92,15 @@ unsigned long long ecn_cuda_layer_tc_launches(void);
  * sm_90) and on a compute capability 9.0 GPU */
 int ecn_cuda_layer_wg_available(void);
 
+/* Staging of the bond-frame map kernels (cuda_frame.cu: edge frame, pack-
+ * unrotate, rotate-unpack and their VJPs): 1 copies global to shared memory
+ * with cp.async (sm_80+; the same results bit for bit), 0 through registers.
+ * Default: env ECENET_FRAME_ASYNC (read once), else 0 until it is measured
+ * on a GPU. Returns the previous setting. */
+int ecn_cuda_set_frame_async(int on);
+/* how many map-kernel launches staged with cp.async (for the tests) */
+unsigned long long ecn_cuda_frame_async_launches(void);
+
 /* how many linear calls ran on the edge frame's valid columns only
  * (ecenet_linear_params.frame_nl, cuda_linear_frame.cu; tests check that the
  * path they mean to test really ran) */

@@ -15,10 +15,79 @@
  * The per-edge kernels stage the edge's rows / features and its D in shared
  * memory; the per-atom kernel loops the atom's edges in CSR order, so every
  * reduction is deterministic without atomics. */
+#include <atomic>
+#include <mutex>
+#include <stdlib.h>
+#include "cuda_backend.h"
 #include "cuda_frame.cuh"
 #include "cuda_ops.cuh"
 
 namespace ecn_cu {
+
+/* ---- staging: global -> shared ---------------------------------------------------------------
+ * Every map kernel first copies its edges' rows, features and D blocks into
+ * shared memory. Through registers (AS = false) each copy is a load and a
+ * shared store that waits for it, and a staging loop keeps about one load
+ * per thread in flight. frame_atom_k moved 911 GB/s on the H100 bench (ncu,
+ * twenty-second session), about what 64 warps of an SM with one 128-byte
+ * load each in flight sustain over a DRAM round trip; that is the guess
+ * this tests (an earlier ncu run saw these kernels busy issuing
+ * instructions, 50-70% SM throughput, so the gain may be smaller). With
+ * cp.async (AS = true, sm_80+) a copy needs no register, so a thread issues
+ * all its copies back to back; stage_wait() before the barrier that
+ * publishes them. Same values in the same places: the same results bit for
+ * bit, and AS = false compiles to the same machine code as before. Opt-in
+ * (ECENET_FRAME_ASYNC=1, ecn_cuda_set_frame_async): not yet run on a GPU. */
+template <typename T> __device__ __forceinline__ void stage_cp(T *dst, const T *src)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(src),
+                 "n"((int)sizeof(T))
+                 : "memory");
+#else
+    *dst = *src;
+#endif
+}
+/* dst = src, through cp.async if AS (the plain assignment otherwise, written
+ * as before so that the register path compiles to the same code) */
+#define STAGE(AS, dst, src)                                                                        \
+    do {                                                                                           \
+        if (AS)                                                                                    \
+            stage_cp(&(dst), &(src));                                                              \
+        else                                                                                       \
+            (dst) = (src);                                                                         \
+    } while (0)
+
+template <bool AS> __device__ __forceinline__ void stage_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (AS)
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+static int fa_mode_v;
+static std::once_flag fa_once;
+static std::atomic<unsigned long long> fa_launches; /* several contexts may run at once */
+
+static int &fa_mode()
+{
+    std::call_once(fa_once, [] {
+        const char *v = getenv("ECENET_FRAME_ASYNC");
+        fa_mode_v = v && *v && strtol(v, NULL, 10) != 0;
+    });
+    return fa_mode_v;
+}
+
+/* whether this launch stages with cp.async (counted for the tests) */
+static bool frame_async()
+{
+    if (!fa_mode())
+        return false;
+    fa_launches++;
+    return true;
+}
 
 template <typename T>
 __device__ static inline const T *row_ptr(const Rows<T> &r, int64_t e, int b, int C, int S)
@@ -91,7 +160,7 @@ static inline size_t frame_in_edge_elems(const Geo &g)
     return (size_t)g.B * (g.S + 1) + g.ND + (size_t)2 * g.Q * (g.L + 1) * frame_in_ob(g);
 }
 
-template <typename T, bool ACC>
+template <typename T, bool ACC, bool AS>
 __global__ void __launch_bounds__(256, 4) frame_in_k(int64_t E, Geo g, Rows<T> rows, const T *D,
                                                      T *X, int te)
 {
@@ -106,10 +175,11 @@ __global__ void __launch_bounds__(256, 4) frame_in_k(int64_t E, Geo g, Rows<T> r
     for (int r = threadIdx.x; r < 2 * CS; r += blockDim.x) {
         const int half = r < CS ? 0 : 1, rr = r - half * CS, b = r / g.S, sidx = r - b * g.S;
         for (int k = 0; k < ne; k++)
-            sR[k * RE + b * S1 + sidx] = row_ptr(rows, e0 + k, half * g.C, g.C, g.S)[rr];
+            STAGE(AS, sR[k * RE + b * S1 + sidx], row_ptr(rows, e0 + k, half * g.C, g.C, g.S)[rr]);
     }
     for (int q = threadIdx.x; q < ne * g.ND; q += blockDim.x)
-        sD[q] = D[e0 * g.ND + q];
+        STAGE(AS, sD[q], D[e0 * g.ND + q]);
+    stage_wait<AS>();
     __syncthreads();
     /* items (edge k, l, b), b fastest */
     for (int q = threadIdx.x; q < ne * L1 * g.B; q += blockDim.x) {
@@ -174,16 +244,17 @@ void launch_frame_in(int64_t E, const Geo &g, const Rows<T> &rows, const T *D, T
     int te = (int)((56u << 10) / per);
     te = te < 1 ? 1 : te > 8 ? 8 : te;
     const size_t sm = per * te;
-    if (!smem_ready(frame_in_k<T, ACC>, sm, "edge frame / rotate-back (frame_in_k)"))
+    auto K = frame_async() ? frame_in_k<T, ACC, true> : frame_in_k<T, ACC, false>;
+    if (!smem_ready(K, sm, "edge frame / rotate-back (frame_in_k)"))
         return;
-    frame_in_k<T, ACC><<<grid_items((E + te - 1) / te), 256, sm>>>(E, g, rows, D, X, te);
+    K<<<grid_items((E + te - 1) / te), 256, sm>>>(E, g, rows, D, X, te);
     CU_LAUNCHED();
 }
 
 /* ---- frame_out: g[e][b][l²+s] = Σ_valid X[e][slot][f]·D_l[s][k] ------------------------------
  * blockDim = S·(a whole number): a thread keeps one s (so its l, D offsets
  * and slot range are fixed for the whole kernel) and walks b in steps. */
-template <typename T>
+template <typename T, bool AS>
 __global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G, T *Xs)
 {
     extern __shared__ unsigned char smraw[];
@@ -194,14 +265,22 @@ __global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G, T *X
     const int dof = dblock(l) + sp * n + l;
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
         for (int q = threadIdx.x; q < XE; q += blockDim.x) {
-            const T v = X[e * XE + q];
-            sX[q] = v;
-            if (Xs)
-                Xs[e * XE + q] = v;
+            if (AS) {
+                STAGE(AS, sX[q], X[e * XE + q]);
+            } else {
+                const T v = X[e * XE + q];
+                sX[q] = v;
+                if (Xs)
+                    Xs[e * XE + q] = v;
+            }
         }
         for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
-            sD[q] = D[e * g.ND + q];
+            STAGE(AS, sD[q], D[e * g.ND + q]);
+        stage_wait<AS>();
         __syncthreads();
+        if (AS && Xs) /* the copy of X, from the staged values */
+            for (int q = threadIdx.x; q < XE; q += blockDim.x)
+                Xs[e * XE + q] = sX[q];
         for (int b = b0; b < g.B; b += bstep) {
             const int f = b * L1 + l;
             T acc = 0;
@@ -228,7 +307,7 @@ __global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G, T *X
  * edge by edge. The next tile's edge indices are read while a tile is
  * reduced. At most 32 registers (8 blocks per SM, a few bytes spilled): 0.45
  * ms per call on the H200 bench, against 0.87 ms at 80 registers. */
-template <typename T, int TE>
+template <typename T, int TE, bool AS>
 __global__ void __launch_bounds__(256, 8) frame_atom_k(int64_t N, Geo g, int nrows, int nc,
                                                     const int32_t *ptr0, const int32_t *idx0,
                                                     int b_off0, const int32_t *ptr1,
@@ -271,14 +350,15 @@ __global__ void __launch_bounds__(256, 8) frame_atom_k(int64_t N, Geo g, int nro
                             const T *Xe = Xbar + e * XE + f0;
                             T *dst = sm + k * PE + sw;
                             for (int slot = ss; slot < SL; slot += sstep)
-                                dst[slot * FW] = Xe[(int64_t)slot * g.F];
+                                STAGE(AS, dst[slot * FW], Xe[(int64_t)slot * g.F]);
                         }
                         for (int i = threadIdx.x; i < g.ND; i += blockDim.x)
-                            sm[k * PE + XW + i] = D[e * g.ND + i];
+                            STAGE(AS, sm[k * PE + XW + i], D[e * g.ND + i]);
                     }
                 /* the next tile's edges, while this one is reduced */
                 if ((int)threadIdx.x < TE && pt + TE + (int)threadIdx.x < p1)
                     sI[t ^ 1][threadIdx.x] = idx[pt + TE + threadIdx.x];
+                stage_wait<AS>();
                 __syncthreads();
                 if (act)
                     for (int k = 0; k < ne; k++) {
@@ -300,12 +380,12 @@ __global__ void __launch_bounds__(256, 8) frame_atom_k(int64_t N, Geo g, int nro
  * Staged layout: rows sR[b][s] at stride S+1, features sX[slot][f] at stride
  * F+1 (the lanes of a D̄ sum read 2l+1 different slots at one feature, which
  * at stride F, a multiple of 32, all fell in one bank). */
-template <typename T>
+template <bool AS, typename T>
 __device__ static inline void stage_slots(const Geo &g, const T *Xe, T *sX)
 {
     for (int q = threadIdx.x; q < g.Q * 2 * g.F; q += blockDim.x) {
         const int slot = q / g.F;
-        sX[slot * (g.F + 1) + q - slot * g.F] = Xe[q];
+        STAGE(AS, sX[slot * (g.F + 1) + q - slot * g.F], Xe[q]);
     }
 }
 
@@ -338,7 +418,7 @@ static inline size_t dbar_smem_elems(const Geo &g, bool with_d)
 }
 
 /* ---- frame_dbar: Dbar[e][l][s][k] += Σ_b rows[b][l²+s]·Xs[e][slot(k)][b(L+1)+l] ----------------- */
-template <typename T>
+template <typename T, bool AS>
 __global__ void frame_dbar_k(int64_t E, Geo g, Rows<T> rows, const T *Xs, T *Dbar)
 {
     extern __shared__ unsigned char smraw[];
@@ -347,9 +427,10 @@ __global__ void frame_dbar_k(int64_t E, Geo g, Rows<T> rows, const T *Xs, T *Dba
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
         for (int q = threadIdx.x; q < BS; q += blockDim.x) {
             const int b = q / g.S, sidx = q - b * g.S;
-            sR[b * S1 + sidx] = row_ptr(rows, e, b, g.C, g.S)[sidx];
+            STAGE(AS, sR[b * S1 + sidx], row_ptr(rows, e, b, g.C, g.S)[sidx]);
         }
-        stage_slots(g, Xs + e * XE, sX);
+        stage_slots<AS>(g, Xs + e * XE, sX);
+        stage_wait<AS>();
         __syncthreads();
         dbar_edge(g, sR, sX, Dbar + e * g.ND);
         __syncthreads();
@@ -358,7 +439,7 @@ __global__ void frame_dbar_k(int64_t E, Geo g, Rows<T> rows, const T *Xs, T *Dba
 
 /* pack-unrotate VJP in one pass per edge: X̄[e] += select(ḡ_e·D_e) on the valid
  * slots and D̄_e += ḡ_eᵀ·select⁻¹(X[e]); ḡ_e, X[e] and D_e staged once */
-template <typename T>
+template <typename T, bool AS>
 __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, T *Xb, T *Dbar)
 {
     extern __shared__ __align__(16) unsigned char smraw[];
@@ -367,11 +448,12 @@ __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, 
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
         for (int q = threadIdx.x; q < BS; q += blockDim.x) {
             const int b = q / g.S;
-            sR[b * S1 + q - b * g.S] = Gb[e * BS + q];
+            STAGE(AS, sR[b * S1 + q - b * g.S], Gb[e * BS + q]);
         }
-        stage_slots(g, X + e * XE, sX);
+        stage_slots<AS>(g, X + e * XE, sX);
         for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
-            sD[q] = D[e * g.ND + q];
+            STAGE(AS, sD[q], D[e * g.ND + q]);
+        stage_wait<AS>();
         __syncthreads();
         T *Xe = Xb + e * XE;
         /* item q = (l, b), b fastest: l is the same across a warp when B is a
@@ -405,9 +487,10 @@ void launch_frame_dbar(int64_t E, const Geo &g, const Rows<T> &rows, const T *Xs
     if (E <= 0)
         return;
     const size_t sm = dbar_smem_elems(g, false) * sizeof(T);
-    if (!smem_ready(frame_dbar_k<T>, sm, "edge frame VJP (frame_dbar_k)"))
+    auto K = frame_async() ? frame_dbar_k<T, true> : frame_dbar_k<T, false>;
+    if (!smem_ready(K, sm, "edge frame VJP (frame_dbar_k)"))
         return;
-    frame_dbar_k<T><<<grid_items(E), 128, sm>>>(E, g, rows, Xs, Dbar);
+    K<<<grid_items(E), 128, sm>>>(E, g, rows, Xs, Dbar);
     CU_LAUNCHED();
 }
 
@@ -429,7 +512,7 @@ void launch_frame_atom(int64_t N, const Geo &g, int nrows, const ecenet_csr *l0,
     constexpr int TE = sizeof(T) == 4 ? 8 : 4;
     const int th = (nc * g.S + 31) / 32 * 32, nch = (nrows + nc - 1) / nc;
     const size_t sm = ((size_t)2 * g.Q * nc * (g.L + 1) + g.ND) * sizeof(T) * TE;
-    auto K = frame_atom_k<T, TE>;
+    auto K = frame_async() ? frame_atom_k<T, TE, true> : frame_atom_k<T, TE, false>;
     if (!smem_ready(K, sm, "edge frame VJP (frame_atom_k)"))
         return;
     K<<<grid_items(N * nch), th, sm>>>(N, g, nrows, nc, l0->ptr, l0->idx, off0,
@@ -549,7 +632,8 @@ void launch_frame_out(int64_t E, const Geo &g, const T *X, const T *D, T *G, T *
     if (E <= 0)
         return;
     const size_t sm = ((size_t)g.Q * 2 * g.F + g.ND) * sizeof(T);
-    if (!smem_ready(frame_out_k<T>, sm, "message-passing pack-unrotate (frame_out_k)"))
+    auto K = frame_async() ? frame_out_k<T, true> : frame_out_k<T, false>;
+    if (!smem_ready(K, sm, "message-passing pack-unrotate (frame_out_k)"))
         return;
     const int th = g.S <= 256 ? 256 / g.S * g.S : g.S; /* a multiple of S */
     if (th > 1024) {
@@ -557,7 +641,7 @@ void launch_frame_out(int64_t E, const Geo &g, const T *X, const T *D, T *G, T *
              __LINE__);
         return;
     }
-    frame_out_k<T><<<grid_items(E), th, sm>>>(E, g, X, D, G, Xs);
+    K<<<grid_items(E), th, sm>>>(E, g, X, D, G, Xs);
     CU_LAUNCHED();
 }
 
@@ -567,9 +651,10 @@ void launch_pu_vjp(int64_t E, const Geo &g, const T *X, const T *D, const T *Gb,
     if (E <= 0)
         return;
     const size_t sm = dbar_smem_elems(g, true) * sizeof(T);
-    if (!smem_ready(pu_vjp_k<T>, sm, "message-passing pack-unrotate VJP (pu_vjp_k)"))
+    auto K = frame_async() ? pu_vjp_k<T, true> : pu_vjp_k<T, false>;
+    if (!smem_ready(K, sm, "message-passing pack-unrotate VJP (pu_vjp_k)"))
         return;
-    pu_vjp_k<T><<<grid_items(E), 256, sm>>>(E, g, X, D, Gb, Xb, Dbar);
+    K<<<grid_items(E), 256, sm>>>(E, g, X, D, Gb, Xb, Dbar);
     CU_LAUNCHED();
 }
 
@@ -598,3 +683,13 @@ template void fill_frame<float>(ecenet_backend &);
 template void fill_frame<double>(ecenet_backend &);
 
 } // namespace ecn_cu
+
+extern "C" int ecn_cuda_set_frame_async(int on)
+{
+    int &m = ecn_cu::fa_mode();
+    const int old = m;
+    m = on != 0;
+    return old;
+}
+
+extern "C" unsigned long long ecn_cuda_frame_async_launches(void) { return ecn_cu::fa_launches.load(); }

@@ -12,7 +12,11 @@
 # sections of the frame and MP kernels. Every log goes into one archive,
 # $OUT/survey.tgz (the tool returns at most 8 files). About 4 minutes on an
 # H100 (216 s in the twenty-second session).
+# AB="VAR=value" first tests and times a candidate switch against the
+# default (golden on the three cuda rows, memcheck, racecheck, the bench rows
+# alternated twice, ncu durations): about 2 minutes more.
 #   bash tools/device/survey.sh      (on the device, after pack.sh here)
+#   AB=ECENET_FRAME_ASYNC=1 bash tools/device/survey.sh
 source "$(dirname "$0")/env.sh"
 cd $B; T0=$SECONDS; R=$(dirname $B); L=/tmp/survey; rm -rf $L; mkdir -p $L
 # each section first saves the logs so far: a call killed at its time limit
@@ -33,6 +37,21 @@ for t in 3 1; do
   ECENET_LAYER_TC=$t timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $L/mc$t.log 2>&1
   echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $L/mc$t.log | head -3
 done
+if [[ -n $AB ]]; then # a candidate switch against the default
+  sec "A/B: golden with $AB"
+  for row in cuda:f32+tf32 cuda:f32 cuda:f64; do cases $row golden golden_ab_${row//[^a-z0-9]/_}.log $AB; done
+  sec "A/B: memcheck and racecheck with $AB"
+  env $AB timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist,cuda:f64+nlist --n-warmup 0 --n-time 1 > $L/mc_ab.log 2>&1
+  echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $L/mc_ab.log | head -3
+  env $AB timeout 150 compute-sanitizer --tool racecheck --print-limit 20 ./ecenet bench --config small --diamond 2 --backend cuda:f32+nlist --n-warmup 0 --n-time 1 > $L/rc_ab.log 2>&1
+  echo "rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|hazard" $L/rc_ab.log | head -3
+  sec "A/B: bench, default and $AB alternated twice"
+  for rep in 1 2; do for x in "" "$AB"; do
+    env $x timeout 60 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/[${x:-default}] /"
+  done; done
+  sec "A/B: ncu kernel durations with $AB"
+  env $AB timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum --csv ./ecenet bench --config bench --diamond 4 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $L/ncu_ab.csv 2>/dev/null; echo "rc=$?"
+fi
 sec "determinism cuda:f32+tf32 ECENET_LAYER_TC=3"; cases cuda:f32+tf32 determinism det3.log ECENET_LAYER_TC=3
 sec "bench"
 for t in 0 3; do
