@@ -317,9 +317,10 @@ fi
 
 # ---- (f) nve: velocity Verlet's energy error is O(dt²) -----------------
 # Over the same 10 fs, halving the time step must divide the largest
-# excursion of the total energy by about 4 in fp64 (measured 3.98 on ref and
-# 4.01 on omp, diamond boxes of the small config); a force that is not the
-# energy's gradient, or a wrong velocity half-step, breaks that scaling.
+# excursion of the total energy by about 4 in fp64 (measured 4.00 on ref and
+# omp: 0.006799 -> 0.001700 meV/atom); a force that is not the energy's
+# gradient, or a wrong velocity half-step, breaks that scaling (a half kick
+# 10% too long gave 1.556 -> 1.493).
 nve_be=ref
 ecenet --version | grep -q omp && nve_be=omp
 max_de() { sed -n 's/^  max |Etot - Etot(0)| *\([0-9.eE+-]*\) meV\/atom$/\1/p' "$1"; }
@@ -341,19 +342,30 @@ else
     fail "nve --config small --backend $nve_be"
 fi
 
-# velocities from a momenta column (zero here: the run starts at rest) and
-# masses from a masses column; a bad mass is named by file and line
+# velocities from a momenta column and masses from a masses column: nine
+# atoms of mass 2.5 with p = (0.1, 0, 0) start with Ekin = 9 * 0.1^2 / 5 =
+# 0.018 eV, and with their net momentum the temperature counts 3N = 27
+# degrees of freedom: 2 * 0.018 / (27 kB) = 15.47 K; a bad mass and a
+# momenta column of the wrong shape are named by file and line
 awk 'NR == 2 { sub(/Properties=[^ ]*/, "Properties=species:S:1:pos:R:3:masses:R:1:momenta:R:3") }
-     NR > 2 { $0 = $1 " " $2 " " $3 " " $4 " 2.5 0 0 0" } { print }' "$eth" >"$tmp/rest.extxyz"
-if ecenet nve --model "$eth_model" --backend ref --steps 1 "$tmp/rest.extxyz" \
+     NR > 2 { $0 = $1 " " $2 " " $3 " " $4 " 2.5 0.1 0 0" } { print }' "$eth" >"$tmp/moving.extxyz"
+if ecenet nve --model "$eth_model" --backend ref --steps 1 "$tmp/moving.extxyz" \
     >"$tmp/nve3" 2>"$tmp/err" && grep -q "velocities from the input's momenta" "$tmp/nve3" &&
-    grep -Eq '^ +0 +0\.000 +[-0-9.]+ +0\.00000000 ' "$tmp/nve3"; then
-    pass "nve: velocities from a momenta column"
+    grep -Eq '^ +0 +0\.000 +[-0-9.]+ +0\.01800000 +[-0-9.]+ +15\.47 ' "$tmp/nve3"; then
+    pass "nve: velocities from momenta and masses columns"
 else
     cat "$tmp/nve3" "$tmp/err"
-    fail "nve: velocities from a momenta column"
+    fail "nve: velocities from momenta and masses columns"
 fi
-sed '5s/ 2\.5 / -1 /' "$tmp/rest.extxyz" >"$tmp/badmass.extxyz"
+sed '2s/momenta:R:3/momenta:R:2/; 3,$s/ 0 0$/ 0/' "$tmp/moving.extxyz" >"$tmp/badcol.extxyz"
+ecenet nve --model "$eth_model" --backend ref --steps 1 "$tmp/badcol.extxyz" >/dev/null 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "badcol\.extxyz:2: column momenta:R:2, expected momenta:R:3" "$tmp/err"; then
+    pass "nve: momenta column of the wrong shape: $(cat "$tmp/err")"
+else
+    fail "nve: momenta column of the wrong shape: exit status $rc, $(cat "$tmp/err")"
+fi
+sed '5s/ 2\.5 / -1 /' "$tmp/moving.extxyz" >"$tmp/badmass.extxyz"
 ecenet nve --model "$eth_model" --backend ref --steps 1 "$tmp/badmass.extxyz" >/dev/null 2>"$tmp/err"
 rc=$?
 if [ "$rc" -eq 1 ] && grep -q "badmass\.extxyz:5: mass '-1'" "$tmp/err"; then

@@ -32,11 +32,12 @@ const char ecn_nve_usage[] =
     "the model on one backend and precision. Prints the potential, kinetic and\n"
     "total energy every K steps (default 10), then the drift of the total\n"
     "energy (least-squares slope, meV/atom/ps), its largest excursion and its\n"
-    "rms about the fit, against the kinetic energy's fluctuation as the scale.\n"
+    "rms about the fitted line (meV/atom).\n"
     "Velocities come from a momenta:R:3 column of INPUT (amu*A/tau, ASE's\n"
     "units) or are drawn from Maxwell-Boltzmann at --temperature (default 300 K;\n"
-    "seeded by --seed, default 1) with zero total momentum, rescaled to exactly\n"
-    "that temperature. Masses: a masses:R:1 column of INPUT, else IUPAC standard\n"
+    "--seed, default 1, which also seeds --config's weights and the diamond's\n"
+    "rattle) with zero total momentum, rescaled to exactly that temperature\n"
+    "(3N - 3 degrees of freedom). Masses: a masses:R:1 column, else IUPAC standard\n"
     "atomic weights; --mass C=13.003 overrides one element. Defaults: --dt 0.5\n"
     "fs, --steps 100. Writes no trajectory. Stops with an error naming the step\n"
     "if the energy or a force is not finite.\n";
@@ -86,6 +87,7 @@ typedef struct {
     int *z;
     int has_cell, pbc[3];
     double cell[9];
+    double dof; /* degrees of freedom of the temperature */
 } nve_sys;
 
 #if defined(__GNUC__)
@@ -154,13 +156,22 @@ static double kinetic(const nve_sys *s)
     return ke;
 }
 
-/* Degrees of freedom of the temperature: 3N less the fixed total momentum. */
-static double dof(size_t n)
+/* Degrees of freedom of the temperature: 3N, less 3 when the total momentum
+ * is zero (drawn velocities, or input momenta that sum to zero): then it
+ * stays zero and the centre of mass carries no kinetic energy. */
+static double dof_of(const nve_sys *s)
 {
-    return n > 1 ? 3.0 * (double)n - 3.0 : 3.0 * (double)n;
+    double p[3] = {0, 0, 0}, pabs = 0.0;
+    for (size_t q = 0; q < 3 * s->n; q++) {
+        p[q % 3] += s->m[q / 3] * s->v[q];
+        pabs += fabs(s->m[q / 3] * s->v[q]);
+    }
+    const int fixed = s->n > 1 && fabs(p[0]) + fabs(p[1]) + fabs(p[2]) <= 1e-12 * pabs;
+    return 3.0 * (double)s->n - (fixed ? 3.0 : 0.0);
 }
 
-/* Maxwell-Boltzmann velocities at T, zero total momentum, rescaled to T. */
+/* Maxwell-Boltzmann velocities at T, zero total momentum, rescaled to T
+ * with 3N - 3 degrees of freedom (one atom: 3, no momentum removed). */
 static void thermalise(nve_sys *s, double T, uint64_t seed)
 {
     double p[3] = {0, 0, 0}, mt = 0.0;
@@ -175,19 +186,28 @@ static void thermalise(nve_sys *s, double T, uint64_t seed)
         for (size_t i = 0; i < s->n; i++)
             for (int a = 0; a < 3; a++)
                 s->v[3 * i + a] -= p[a] / mt;
-    const double ke = kinetic(s), want = 0.5 * dof(s->n) * KB_EV * T;
+    const double dofs = s->n > 1 ? 3.0 * (double)s->n - 3.0 : 3.0;
+    const double ke = kinetic(s), want = 0.5 * dofs * KB_EV * T;
     const double k = ke > 0.0 ? sqrt(want / ke) : 0.0;
     for (size_t q = 0; q < 3 * s->n; q++)
         s->v[q] *= k;
 }
 
-static const exyz_column *find_col(const exyz_frame *f, const char *name, char type, int count,
-                                   size_t *tok)
+/* The column NAME:TYPE:COUNT and its token offset; NULL if there is none.
+ * A column of that name with another shape is an error (*bad set, message
+ * printed), not silently ignored. */
+static const exyz_column *find_col(const char *path, const exyz_frame *f, const char *name,
+                                   char type, int count, size_t *tok, int *bad)
 {
     size_t off = 0;
     for (size_t c = 0; c < f->n_cols; c++) {
-        if (!strcmp(f->cols[c].name, name) && f->cols[c].type == type &&
-            f->cols[c].count == count) {
+        if (!strcmp(f->cols[c].name, name)) {
+            if (f->cols[c].type != type || f->cols[c].count != count) {
+                fprintf(stderr, "ecenet nve: %s:%ld: column %s:%c:%d, expected %s:%c:%d\n", path,
+                        f->line + 1, name, f->cols[c].type, f->cols[c].count, name, type, count);
+                *bad = 1;
+                return NULL;
+            }
             *tok = off;
             return &f->cols[c];
         }
@@ -200,9 +220,12 @@ static const exyz_column *find_col(const exyz_frame *f, const char *name, char t
  * 1 if velocities were set, 0 if not, -1 on a bad value (message printed). */
 static int read_columns(const char *path, const exyz_frame *f, nve_sys *s)
 {
-    size_t mt, pt;
-    const exyz_column *mc = find_col(f, "masses", 'R', 1, &mt);
-    const exyz_column *pc = find_col(f, "momenta", 'R', 3, &pt);
+    size_t mt = 0, pt = 0;
+    int bad = 0;
+    const exyz_column *mc = find_col(path, f, "masses", 'R', 1, &mt, &bad);
+    const exyz_column *pc = find_col(path, f, "momenta", 'R', 3, &pt, &bad);
+    if (bad)
+        return -1;
     for (size_t i = 0; i < s->n; i++) {
         char *end;
         if (mc) {
@@ -252,8 +275,9 @@ static int run(const nve_opts *o, ecenet_model *model, nve_sys *s, int have_v,
     }
     const ecenet_backend *be = ecn_backend_get(ecenet_ctx_backend(ctx), (int)o->prec);
     ecn_cli_run_info(&be, 1);
-    if (!have_v)
-        thermalise(s, o->temp, (uint64_t)o->seed);
+    if (!have_v) /* a stream of its own: the diamond's rattle draws from the seed itself */
+        thermalise(s, o->temp, (uint64_t)o->seed ^ 0xA0761D6478BD642Full);
+    s->dof = dof_of(s);
     const double dt = o->dt_fs / FS_PER_TAU;
     printf("ecenet nve: %s, %zu atoms, backend %s %s%s, dt %g fs, %d steps (%g fs), %s\n",
            src_name, n, ecenet_ctx_backend(ctx), o->prec == ECENET_F64 ? "f64" : "f32",
@@ -301,11 +325,10 @@ static int run(const nve_opts *o, ecenet_model *model, nve_sys *s, int have_v,
         tsec[step] = step * o->dt_fs * 1e-3; /* ps */
         if (step % o->every == 0 || step == o->steps)
             printf("%8d %12.3f %18.10f %14.8f %18.10f %9.2f %16.6f\n", step, step * o->dt_fs,
-                   ep, ek, ep + ek, 2.0 * ek / (dof(n) * KB_EV), 1e3 * (ep + ek - e0) / n);
+                   ep, ek, ep + ek, 2.0 * ek / (s->dof * KB_EV), 1e3 * (ep + ek - e0) / n);
     }
 
-    /* least-squares line through Etot(t); the rms about it; the excursion;
-     * the kinetic energy's fluctuation as the scale of all three */
+    /* least-squares line through Etot(t), the rms about it, the excursion */
     double tm = 0.0, em = 0.0, stt = 0.0, ste = 0.0, emax = 0.0, rms = 0.0;
     for (int k = 0; k < n_rec; k++) {
         tm += tsec[k] / n_rec;

@@ -67,11 +67,11 @@ template <bool AS> __device__ __forceinline__ void stage_wait()
 #endif
 }
 
-static int fa_mode_v;
+static std::atomic<int> fa_mode_v; /* several contexts may run at once */
 static std::once_flag fa_once;
-static std::atomic<unsigned long long> fa_launches; /* several contexts may run at once */
+static std::atomic<unsigned long long> fa_launches;
 
-static int &fa_mode()
+static std::atomic<int> &fa_mode()
 {
     std::call_once(fa_once, [] {
         const char *v = getenv("ECENET_FRAME_ASYNC");
@@ -83,7 +83,7 @@ static int &fa_mode()
 /* whether this launch stages with cp.async (counted for the tests) */
 static bool frame_async()
 {
-    if (!fa_mode())
+    if (!fa_mode().load())
         return false;
     fa_launches++;
     return true;
@@ -686,10 +686,7 @@ template void fill_frame<double>(ecenet_backend &);
 
 extern "C" int ecn_cuda_set_frame_async(int on)
 {
-    int &m = ecn_cu::fa_mode();
-    const int old = m;
-    m = on != 0;
-    return old;
+    return ecn_cu::fa_mode().exchange(on != 0);
 }
 
 extern "C" unsigned long long ecn_cuda_frame_async_launches(void) { return ecn_cu::fa_launches.load(); }

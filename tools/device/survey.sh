@@ -13,8 +13,9 @@
 # $OUT/survey.tgz (the tool returns at most 8 files). About 4 minutes on an
 # H100 (216 s in the twenty-second session).
 # AB="VAR=value" first tests and times a candidate switch against the
-# default (golden on the three cuda rows, memcheck, racecheck, the bench rows
-# alternated twice, ncu durations): about 2 minutes more.
+# default (golden on the three cuda rows, the ops case on cuda:f64 (the cp.async
+# staging's 8-byte copies), memcheck, racecheck, the bench rows
+# alternated twice, ncu durations): about 4 minutes more.
 #   bash tools/device/survey.sh      (on the device, after pack.sh here)
 #   AB=ECENET_FRAME_ASYNC=1 bash tools/device/survey.sh
 source "$(dirname "$0")/env.sh"
@@ -40,6 +41,8 @@ done
 if [[ -n $AB ]]; then # a candidate switch against the default
   sec "A/B: golden with $AB"
   for row in cuda:f32+tf32 cuda:f32 cuda:f64; do cases $row golden golden_ab_${row//[^a-z0-9]/_}.log $AB; done
+  sec "A/B: ops on cuda:f64 (with the switch off: the tests set it themselves)"
+  cases cuda:f64 ops ops_f64.log
   sec "A/B: memcheck and racecheck with $AB"
   env $AB timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist,cuda:f64+nlist --n-warmup 0 --n-time 1 > $L/mc_ab.log 2>&1
   echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $L/mc_ab.log | head -3
