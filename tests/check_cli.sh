@@ -357,22 +357,21 @@ else
     cat "$tmp/nve3" "$tmp/err"
     fail "nve: velocities from momenta and masses columns"
 fi
+# nve_error WHAT PATTERN INPUT: ecenet nve on INPUT exits 1 with PATTERN on stderr
+nve_error() {
+    ecenet nve --model "$eth_model" --backend ref --steps 1 "$3" >/dev/null 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq 1 ] && grep -q -- "$2" "$tmp/err"; then
+        pass "nve: $1: $(cat "$tmp/err")"
+    else
+        fail "nve: $1: exit status $rc, $(cat "$tmp/err")"
+    fi
+}
 sed '2s/momenta:R:3/momenta:R:2/; 3,$s/ 0 0$/ 0/' "$tmp/moving.extxyz" >"$tmp/badcol.extxyz"
-ecenet nve --model "$eth_model" --backend ref --steps 1 "$tmp/badcol.extxyz" >/dev/null 2>"$tmp/err"
-rc=$?
-if [ "$rc" -eq 1 ] && grep -q "badcol\.extxyz:2: column momenta:R:2, expected momenta:R:3" "$tmp/err"; then
-    pass "nve: momenta column of the wrong shape: $(cat "$tmp/err")"
-else
-    fail "nve: momenta column of the wrong shape: exit status $rc, $(cat "$tmp/err")"
-fi
+nve_error "momenta column of the wrong shape" \
+    "badcol\.extxyz:2: column momenta:R:2, expected momenta:R:3" "$tmp/badcol.extxyz"
 sed '5s/ 2\.5 / -1 /' "$tmp/moving.extxyz" >"$tmp/badmass.extxyz"
-ecenet nve --model "$eth_model" --backend ref --steps 1 "$tmp/badmass.extxyz" >/dev/null 2>"$tmp/err"
-rc=$?
-if [ "$rc" -eq 1 ] && grep -q "badmass\.extxyz:5: mass '-1'" "$tmp/err"; then
-    pass "nve: bad mass: $(cat "$tmp/err")"
-else
-    fail "nve: bad mass: exit status $rc, $(cat "$tmp/err")"
-fi
+nve_error "bad mass" "badmass\.extxyz:5: mass '-1'" "$tmp/badmass.extxyz"
 ecenet nve --config small --dt 0 >/dev/null 2>"$tmp/err"
 rc=$?
 if [ "$rc" -eq 2 ] && grep -q -- "--dt" "$tmp/err"; then
