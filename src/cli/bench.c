@@ -96,7 +96,8 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out)
+/* commands.h */
+int ecn_cli_parse_int(const char *s, int lo, int hi, int *out)
 {
     char *end;
     long v = strtol(s, &end, 10);
@@ -194,15 +195,15 @@ int ecn_cmd_bench(int argc, char **argv)
         } else if (!strcmp(a, "--backend") && v) {
             list = v;
         } else if (!strcmp(a, "--diamond") && v) {
-            bad = parse_int(v, 1, 100, &ndia);
+            bad = ecn_cli_parse_int(v, 1, 100, &ndia);
         } else if (!strcmp(a, "--n-warmup") && v) {
-            bad = parse_int(v, 0, 1000, &n_warmup);
+            bad = ecn_cli_parse_int(v, 0, 1000, &n_warmup);
         } else if (!strcmp(a, "--n-time") && v) {
-            bad = parse_int(v, 1, MAX_RUNS, &n_time);
+            bad = ecn_cli_parse_int(v, 1, MAX_RUNS, &n_time);
         } else if (!strcmp(a, "--seed") && v) {
-            bad = parse_int(v, 0, 1 << 30, &seed);
+            bad = ecn_cli_parse_int(v, 0, 1 << 30, &seed);
         } else if (!strcmp(a, "--chunk-edges") && v) {
-            bad = parse_int(v, 0, 1 << 30, &chunk);
+            bad = ecn_cli_parse_int(v, 0, 1 << 30, &chunk);
         } else {
             fprintf(stderr, "ecenet bench: unknown or incomplete option '%s'\n%s", a,
                     ecn_bench_usage);

@@ -16,4 +16,8 @@ extern const char ecn_nve_usage[];
 struct ecenet_backend;
 void ecn_cli_run_info(const struct ecenet_backend *const *bes, int n);
 
+/* bench.c, for the subcommands' options: *out = the decimal integer s if it
+ * is one, whole, in lo..hi; returns 0, or -1 (out untouched) */
+int ecn_cli_parse_int(const char *s, int lo, int hi, int *out);
+
 #endif

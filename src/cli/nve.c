@@ -110,16 +110,6 @@ static int usage(const char *what, const char *arg)
     return 2;
 }
 
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-    char *end;
-    const long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static int parse_double(const char *s, double lo, double hi, double *out)
 {
     char *end;
@@ -186,8 +176,7 @@ static void thermalise(nve_sys *s, double T, uint64_t seed)
         for (size_t i = 0; i < s->n; i++)
             for (int a = 0; a < 3; a++)
                 s->v[3 * i + a] -= p[a] / mt;
-    const double dofs = s->n > 1 ? 3.0 * (double)s->n - 3.0 : 3.0;
-    const double ke = kinetic(s), want = 0.5 * dofs * KB_EV * T;
+    const double ke = kinetic(s), want = 0.5 * dof_of(s) * KB_EV * T;
     const double k = ke > 0.0 ? sqrt(want / ke) : 0.0;
     for (size_t q = 0; q < 3 * s->n; q++)
         s->v[q] *= k;
@@ -258,9 +247,9 @@ static int run(const nve_opts *o, ecenet_model *model, nve_sys *s, int have_v,
     ecenet_ctx *ctx = NULL;
     const size_t n = s->n;
     const int n_rec = o->steps + 1;
-    double *etot = malloc((size_t)n_rec * sizeof *etot), *tsec = malloc((size_t)n_rec * sizeof *tsec);
+    double *etot = malloc((size_t)n_rec * sizeof *etot);
     int rc = 1;
-    if (!etot || !tsec) {
+    if (!etot) {
         fprintf(stderr, "ecenet nve: out of memory (%d steps)\n", o->steps);
         goto done;
     }
@@ -288,7 +277,7 @@ static int run(const nve_opts *o, ecenet_model *model, nve_sys *s, int have_v,
 
     ecenet_system sys = {n, s->x, s->z, s->has_cell ? s->cell : NULL,
                          {s->pbc[0], s->pbc[1], s->pbc[2]}};
-    double ep = 0.0, e0 = 0.0;
+    double ep = 0.0;
     ecenet_outputs out = {&ep, s->f, 3 * n, NULL, 0, NULL, 0, NULL, 0};
     double t_wall = 0.0;
     for (int step = 0; step <= o->steps; step++) {
@@ -319,31 +308,30 @@ static int run(const nve_opts *o, ecenet_model *model, nve_sys *s, int have_v,
             for (size_t q = 0; q < 3 * n; q++)
                 s->v[q] += 0.5 * dt * s->f[q] / s->m[q / 3];
         const double ek = kinetic(s);
-        if (step == 0)
-            e0 = ep + ek;
         etot[step] = ep + ek;
-        tsec[step] = step * o->dt_fs * 1e-3; /* ps */
         if (step % o->every == 0 || step == o->steps)
             printf("%8d %12.3f %18.10f %14.8f %18.10f %9.2f %16.6f\n", step, step * o->dt_fs,
-                   ep, ek, ep + ek, 2.0 * ek / (s->dof * KB_EV), 1e3 * (ep + ek - e0) / n);
+                   ep, ek, ep + ek, 2.0 * ek / (s->dof * KB_EV), 1e3 * (ep + ek - etot[0]) / n);
     }
 
     /* least-squares line through Etot(t), the rms about it, the excursion */
+#define T_PS(k) ((k) * o->dt_fs * 1e-3) /* time of step k, ps */
     double tm = 0.0, em = 0.0, stt = 0.0, ste = 0.0, emax = 0.0, rms = 0.0;
     for (int k = 0; k < n_rec; k++) {
-        tm += tsec[k] / n_rec;
+        tm += T_PS(k) / n_rec;
         em += etot[k] / n_rec;
-        emax = fmax(emax, fabs(etot[k] - e0));
+        emax = fmax(emax, fabs(etot[k] - etot[0]));
     }
     for (int k = 0; k < n_rec; k++) {
-        stt += (tsec[k] - tm) * (tsec[k] - tm);
-        ste += (tsec[k] - tm) * (etot[k] - em);
+        stt += (T_PS(k) - tm) * (T_PS(k) - tm);
+        ste += (T_PS(k) - tm) * (etot[k] - em);
     }
     const double slope = stt > 0.0 ? ste / stt : 0.0;
     for (int k = 0; k < n_rec; k++) {
-        const double r = etot[k] - em - slope * (tsec[k] - tm);
+        const double r = etot[k] - em - slope * (T_PS(k) - tm);
         rms += r * r / n_rec;
     }
+#undef T_PS
     printf("energy conservation over %d steps (%g fs), %zu atoms:\n", o->steps,
            o->steps * o->dt_fs, n);
     printf("  drift (least-squares slope)   %12.6f meV/atom/ps\n", 1e3 * slope / n);
@@ -355,7 +343,6 @@ static int run(const nve_opts *o, ecenet_model *model, nve_sys *s, int have_v,
 done:
     ecenet_ctx_free(ctx);
     free(etot);
-    free(tsec);
     return rc;
 }
 
@@ -401,13 +388,13 @@ int ecn_cmd_nve(int argc, char **argv)
             else
                 bad = 1;
         } else if (!strcmp(a, "--diamond")) {
-            bad = parse_int(v, 1, 100, &o.ndia);
+            bad = ecn_cli_parse_int(v, 1, 100, &o.ndia);
         } else if (!strcmp(a, "--steps")) {
-            bad = parse_int(v, 1, MAX_STEPS, &o.steps);
+            bad = ecn_cli_parse_int(v, 1, MAX_STEPS, &o.steps);
         } else if (!strcmp(a, "--every")) {
-            bad = parse_int(v, 1, MAX_STEPS, &o.every);
+            bad = ecn_cli_parse_int(v, 1, MAX_STEPS, &o.every);
         } else if (!strcmp(a, "--seed")) {
-            bad = parse_int(v, 0, 1 << 30, &o.seed);
+            bad = ecn_cli_parse_int(v, 0, 1 << 30, &o.seed);
         } else if (!strcmp(a, "--dt")) {
             bad = parse_double(v, 1e-6, 100.0, &o.dt_fs);
         } else if (!strcmp(a, "--temperature")) {

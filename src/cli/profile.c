@@ -165,16 +165,6 @@ typedef struct {
     int prec, tf32, lowmem, dev_nl, n_warmup, n_time, op_profile, rows, ndia, seed;
 } opts_t;
 
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static void print_table(const char *title, ecn_prof_row *rows, size_t n, int limit,
                         double step_seconds, int show_vjp, cJSON *jarr)
 {
@@ -575,15 +565,15 @@ int ecn_cmd_profile(int argc, char **argv)
         } else if (!strcmp(a, "--json")) {
             o.json = v;
         } else if (!strcmp(a, "--diamond")) {
-            bad = parse_int(v, 1, 100, &o.ndia);
+            bad = ecn_cli_parse_int(v, 1, 100, &o.ndia);
         } else if (!strcmp(a, "--n-warmup")) {
-            bad = parse_int(v, 0, 1000, &o.n_warmup);
+            bad = ecn_cli_parse_int(v, 0, 1000, &o.n_warmup);
         } else if (!strcmp(a, "--n-time")) {
-            bad = parse_int(v, 1, MAX_RUNS, &o.n_time);
+            bad = ecn_cli_parse_int(v, 1, MAX_RUNS, &o.n_time);
         } else if (!strcmp(a, "--profile-rows")) {
-            bad = parse_int(v, 1, 10000, &o.rows);
+            bad = ecn_cli_parse_int(v, 1, 10000, &o.rows);
         } else if (!strcmp(a, "--seed")) {
-            bad = parse_int(v, 0, 1 << 30, &o.seed);
+            bad = ecn_cli_parse_int(v, 0, 1 << 30, &o.seed);
         } else {
             bad = 1;
         }

@@ -266,7 +266,7 @@ __global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G, T *X
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
         for (int q = threadIdx.x; q < XE; q += blockDim.x) {
             if (AS) {
-                STAGE(AS, sX[q], X[e * XE + q]);
+                stage_cp(&sX[q], &X[e * XE + q]);
             } else {
                 const T v = X[e * XE + q];
                 sX[q] = v;
