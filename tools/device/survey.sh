@@ -18,6 +18,10 @@
 # alternated twice, ncu durations): about 4 minutes more.
 #   bash tools/device/survey.sh      (on the device, after pack.sh here)
 #   AB=ECENET_FRAME_ASYNC=1 bash tools/device/survey.sh
+# QUICK=1 skips what re-validates unchanged default kernels (the golden
+# cases through three modes, their memcheck, determinism, the two-mode
+# bench, nve, the TF32 ops case, the ncu sections): about
+# 2 minutes less, for a call that tests only the AB switch.
 source "$(dirname "$0")/env.sh"
 cd $B; T0=$SECONDS; R=$(dirname $B); L=/tmp/survey; rm -rf $L; mkdir -p $L
 # each section first saves the logs so far: a call killed at its time limit
@@ -30,10 +34,10 @@ cases() { # ROW CASE LOG [ENV...]: one check_backends case
 }
 sec "check_cuda"
 timeout 60 ./check_cuda > $L/check_cuda.log 2>&1; echo "rc=$?"; tail -1 $L/check_cuda.log
-for t in 3 1 2; do
+for t in $([[ -z $QUICK ]] && echo 3 1 2); do
   sec "golden cuda:f32+tf32 ECENET_LAYER_TC=$t"; cases cuda:f32+tf32 golden golden$t.log ECENET_LAYER_TC=$t
 done
-for t in 3 1; do
+for t in $([[ -z $QUICK ]] && echo 3 1); do
   sec "memcheck ECENET_LAYER_TC=$t"
   ECENET_LAYER_TC=$t timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $L/mc$t.log 2>&1
   echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $L/mc$t.log | head -3
@@ -55,6 +59,7 @@ if [[ -n $AB ]]; then # a candidate switch against the default
   sec "A/B: ncu kernel durations with $AB"
   env $AB timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum --csv ./ecenet bench --config bench --diamond 4 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $L/ncu_ab.csv 2>/dev/null; echo "rc=$?"
 fi
+if [[ -z $QUICK ]]; then
 sec "determinism cuda:f32+tf32 ECENET_LAYER_TC=3"; cases cuda:f32+tf32 determinism det3.log ECENET_LAYER_TC=3
 sec "bench"
 for t in 0 3; do
@@ -68,6 +73,7 @@ for cfg in "f64 0.2 100" "f64 0.1 200" "f64 0.05 400" "f32 0.1 200" "f32 0.05 40
   grep -E "drift|max|rms|rror" $f
 done
 sec "check_backends ops cuda:f32+tf32"; cases cuda:f32+tf32 ops ops.log
+fi
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   sec "H200: RealSpace standalone"
   timeout 60 ./cuda_bench --rs-only --rs-no-sweep --rs-sin0 --rs-sym --rs-edges 44000 --rs-reps 31 2>&1 | tail -25 | tee $L/rs.txt
@@ -79,6 +85,7 @@ timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum,dram__byte
 sec "profile, TF32, device neighbour list"
 timeout 90 ./ecenet profile --config bench --diamond 4 --backend cuda --precision f32 --tf32 --device-nlist --n-warmup 2 --n-time 5 --op-profile --profile-rows 40 > $L/profile_tf32.txt 2>&1; echo "rc=$?"
 grep -E "forward \(measured\)|joint" $L/profile_tf32.txt | head -3
+[[ -n $QUICK ]] && { sec "done (QUICK)"; exit 0; }
 sec "ncu sections, frame and MP kernels"
 timeout 150 ncu --clock-control none -k regex:"frame_|pu_vjp|mp_scatter|mp_weight" -c 14 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis ./ecenet bench --config bench --diamond 4 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $L/ncu_frame.txt 2>&1; echo "rc=$?"
 grep -E "^  [a-z_ ]+.*\(|Duration|DRAM Throughput" $L/ncu_frame.txt | head -45
