@@ -342,6 +342,10 @@ START_TEST(test_periodic_cells)
         {"triclinic rotated", {5.1, 1.2, -0.7, 4.0, 4.4, 0.3, 2.6, -3.1, 3.3}, 30, 5.0, 4.0},
         {"triclinic sheared", {12, 0, 0, 11.5, 2.5, 0, 11.0, 1.0, 3.0}, 40, 4.5, 3.5},
         {"hexagonal", {9, 0, 0, -4.5, 7.794228634059948, 0, 0, 0, 13}, 60, 5.0, 4.0},
+        /* b = 40a + (1.3, 8.5, 0), c = -7a + (0.4, 2, 9.5): a 0.21 Å
+         * perpendicular width along a, so searched in a reduced basis (16×
+         * fewer images) and converted back */
+        {"skewed", {9, 0, 0, 361.3, 8.5, 0, -62.6, 2.0, 9.5}, 30, 5.0, 4.0},
     };
     size_t c;
     rng_seed(3);
@@ -360,6 +364,74 @@ START_TEST(test_periodic_cells)
         ecn_graph_free(&g2);
         free(p);
     }
+}
+END_TEST
+
+/* (src, dst, vector) of every entry, sorted: the lists of two bases of one lattice agree */
+typedef struct {
+    int32_t s, d;
+    double v[3];
+} vec_entry;
+static int vec_cmp(const void *pa, const void *pb)
+{
+    const vec_entry *a = pa, *b = pb;
+    if (a->s != b->s)
+        return a->s < b->s ? -1 : 1;
+    if (a->d != b->d)
+        return a->d < b->d ? -1 : 1;
+    for (int k = 0; k < 3; k++)
+        if (a->v[k] != b->v[k])
+            return a->v[k] < b->v[k] ? -1 : 1;
+    return 0;
+}
+static vec_entry *sorted_vectors(const ecn_pairlist *L, const double *pos)
+{
+    vec_entry *t = malloc((size_t)(L->n ? L->n : 1) * sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    for (int64_t k = 0; k < L->n; k++) {
+        t[k].s = L->src[k];
+        t[k].d = L->dst[k];
+        for (int c = 0; c < 3; c++)
+            t[k].v[c] = pos[3 * L->dst[k] + c] - pos[3 * L->src[k] + c] + L->shift[3 * k + c];
+    }
+    qsort(t, (size_t)L->n, sizeof *t, vec_cmp);
+    return t;
+}
+
+START_TEST(test_skewed_cell_huge)
+{
+    /* A 10 Å cube written with b = (1e8, 10, 0) = b_cube + 1e7·a: a 1e-6 Å
+     * perpendicular width along a, i.e. ~1e8 images to search in the cell as
+     * given (minutes); searched in a reduced basis, the same entries as in
+     * the cube (every shift is exact here: integers times 10 and 1e8) */
+    const double cube[9] = {10, 0, 0, 0, 10, 0, 0, 0, 10};
+    const double skew[9] = {10, 0, 0, 1e8, 10, 0, 0, 0, 10};
+    const size_t n = 24;
+    double *p;
+    ecn_graph gc, gs;
+    char err[256] = "";
+    rng_seed(31);
+    p = random_positions(n, cube, 0.0, 0.0, 1.0);
+    ck_assert_int_eq(ecn_graph_build(n, p, cube, PBC_ALL, 5.0, 4.0, &gc, err, sizeof err), ECENET_OK);
+    ck_assert_msg(ecn_graph_build(n, p, skew, PBC_ALL, 5.0, 4.0, &gs, err, sizeof err) == ECENET_OK,
+                  "skewed cell: %s", err);
+    for (int l = 0; l < 2; l++) {
+        const ecn_pairlist *a = l ? &gc.nb : &gc.edges, *b = l ? &gs.nb : &gs.edges;
+        vec_entry *ta, *tb;
+        ck_assert_int_eq(a->n, b->n);
+        ck_assert(a->n > 0);
+        ta = sorted_vectors(a, p);
+        tb = sorted_vectors(b, p);
+        for (int64_t k = 0; k < a->n; k++)
+            ck_assert_msg(vec_cmp(&ta[k], &tb[k]) == 0, "list %d, sorted entry %lld differs", l,
+                          (long long)k);
+        free(ta);
+        free(tb);
+        assert_csr(b, n, l ? "skewed neighbour groupings" : "skewed edge groupings");
+    }
+    ecn_graph_free(&gc);
+    ecn_graph_free(&gs);
+    free(p);
 }
 END_TEST
 
@@ -1095,6 +1167,7 @@ static Suite *graph_suite(void)
     tcase_add_test(tc, test_nonperiodic_clusters);
     tcase_add_test(tc, test_nonperiodic_wide);
     tcase_add_test(tc, test_periodic_cells);
+    tcase_add_test(tc, test_skewed_cell_huge);
     tcase_add_test(tc, test_periodic_binned);
     tcase_add_test(tc, test_mixed_pbc);
     tcase_add_test(tc, test_zero_row_nonperiodic_axis);

@@ -42,7 +42,13 @@
  *   - Pairs at distance <= 1e-10 Å (any image, not i->i with n = 0) are an
  *     error naming the first such pair in list order.
  *   - Each list is limited to INT32_MAX entries (ECENET_ERR_INPUT beyond).
- *   - An atom more than 2^52 cells away from the cell is rejected. */
+ *   - An atom more than 2^52 cells away from the cell is rejected.
+ *   - A cell far from reduced (a perpendicular width much below its vectors'
+ *     lengths) is searched in a reduced basis when that visits 8× fewer
+ *     images (reduce_frame); the lists are those of the cell as given. An
+ *     error about coincident atoms then names the image in the reduced
+ *     basis. The device search's set-up (ecn_graph_setup) keeps the cell as
+ *     given. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -179,6 +185,142 @@ static void inv3(const double m[9], double det, double inv[9])
     inv[6] = (m[3] * m[7] - m[4] * m[6]) / det;
     inv[7] = (m[1] * m[6] - m[0] * m[7]) / det;
     inv[8] = (m[0] * m[4] - m[1] * m[3]) / det;
+}
+
+/* ---- skewed cells ------------------------------------------------------------
+ * A cell such as a = (10,0,0), b = (1e8,10,0) is a valid 10 Å cube written
+ * with a skewed vector, but its perpendicular width along a is 1e-6 Å, so
+ * the search would visit millions of images of it (minutes to hours). Such
+ * a cell is searched in a reduced basis R = U·cell (U unimodular, mixing
+ * periodic rows only: the same lattice), and each entry's image in R is
+ * converted back, n = n_R·U, with its shift recomputed as n·cell and the
+ * lists put back in the promised order: the same lists as the search in the
+ * cell as given, bar entries within rounding (about 1e-16 of the skew's
+ * |k|·|a|) of the cutoff. */
+
+/* images the search visits around a bin, roughly: Π over periodic axes of
+ * 2·ceil(r·|b_k|) + 1, b_k the reciprocal vectors (columns of the inverse) */
+static double image_cost(const double inv[9], const int per[3], double r)
+{
+    double c = 1.0;
+    for (int k = 0; k < 3; k++)
+        if (per[k])
+            c *= 2.0 * ceil(r * sqrt(inv[k] * inv[k] + inv[3 + k] * inv[3 + k] +
+                                     inv[6 + k] * inv[6 + k])) + 1.0;
+    return c;
+}
+
+/* rows i of R = Σ_j U[i][j]·m[j] (non-periodic rows: U is the identity there) */
+static void apply_u(const int64_t U[9], const double m[9], double R[9])
+{
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < 3; c++)
+            R[3 * i + c] = (double)U[3 * i] * m[c] + (double)U[3 * i + 1] * m[3 + c] +
+                           (double)U[3 * i + 2] * m[6 + c];
+}
+
+/* Pairwise (Lagrange–Gauss) reduction of the periodic rows of frame: a_i -=
+ * k·a_j while that shortens a_i by more than rounding. Returns 1 and U,
+ * frame = U·frame and its inverse when the reduced cell costs the search at
+ * least 8 times fewer images (ordinary cells, even fairly oblique ones, are
+ * searched as given), else 0 with frame untouched. */
+static int reduce_frame(double frame[9], double inv[9], const int per[3], double r, int64_t U[9])
+{
+    double m[9], mi[9];
+    int changed = 1, it;
+    memcpy(m, frame, sizeof m);
+    for (int k = 0; k < 9; k++)
+        U[k] = k % 4 == 0;
+    for (it = 0; changed && it < 200; it++) {
+        changed = 0;
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) {
+                double *a = &m[3 * i], *b = &m[3 * j], aa, bb, ab, q, t[3];
+                if (i == j || !per[i] || !per[j])
+                    continue;
+                aa = a[0] * a[0] + a[1] * a[1] + a[2] * a[2];
+                bb = b[0] * b[0] + b[1] * b[1] + b[2] * b[2];
+                ab = a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+                q = nearbyint(ab / bb);
+                if (q == 0.0 || !(fabs(q) < 1e15))
+                    continue;
+                for (int c = 0; c < 3; c++)
+                    t[c] = a[c] - q * b[c];
+                if (!(t[0] * t[0] + t[1] * t[1] + t[2] * t[2] < aa * (1.0 - 1e-9)))
+                    continue;
+                memcpy(a, t, sizeof t);
+                for (int c = 0; c < 3; c++)
+                    U[3 * i + c] -= (int64_t)q * U[3 * j + c];
+                changed = 1;
+            }
+    }
+    apply_u(U, frame, m); /* from the integers: no rounding accumulated over the steps */
+    inv3(m, det3(m), mi);
+    for (int k = 0; k < 9; k++)
+        if (!isfinite(mi[k]))
+            return 0;
+    if (!(image_cost(inv, per, r) > 8.0 * image_cost(mi, per, r)))
+        return 0;
+    memcpy(frame, m, sizeof m);
+    memcpy(inv, mi, sizeof mi);
+    return 1;
+}
+
+typedef struct {
+    int32_t dst;
+    int64_t n[3];
+} img_entry;
+
+static int img_cmp(const void *pa, const void *pb)
+{
+    const img_entry *a = pa, *b = pb;
+    if (a->dst != b->dst)
+        return a->dst < b->dst ? -1 : 1;
+    for (int k = 0; k < 3; k++)
+        if (a->n[k] != b->n[k])
+            return a->n[k] < b->n[k] ? -1 : 1;
+    return 0;
+}
+
+/* A list found in the reduced basis (inverse invr), back to the cell as
+ * given: images n = n_R·U, shifts n·cell, each source atom's entries sorted
+ * by (dst, n), the destination grouping rebuilt (stable, by entry). */
+static int unreduce_list(ecn_pairlist *L, size_t n_atoms, const double *cell, const double invr[9],
+                         const int64_t U[9], const int per[3])
+{
+    img_entry *t = L->n ? malloc((size_t)L->n * sizeof *t) : NULL;
+    int32_t *fill = malloc(n_atoms * sizeof *fill);
+    if ((L->n && !t) || !fill) {
+        free(t);
+        free(fill);
+        return -1;
+    }
+    for (int64_t k = 0; k < L->n; k++) {
+        const double *s = &L->shift[3 * k];
+        int64_t nr[3];
+        for (int c = 0; c < 3; c++)
+            nr[c] = per[c] ? (int64_t)nearbyint(s[0] * invr[c] + s[1] * invr[3 + c] +
+                                                s[2] * invr[6 + c])
+                           : 0;
+        t[k].dst = L->dst[k];
+        for (int c = 0; c < 3; c++)
+            t[k].n[c] = nr[0] * U[c] + nr[1] * U[3 + c] + nr[2] * U[6 + c];
+    }
+    for (size_t a = 0; a < n_atoms; a++)
+        qsort(t + L->src_ptr[a], (size_t)(L->src_ptr[a + 1] - L->src_ptr[a]), sizeof *t, img_cmp);
+    for (int64_t k = 0; k < L->n; k++) {
+        L->dst[k] = t[k].dst;
+        for (int c = 0; c < 3; c++) /* as graph_search.c's image_shift */
+            L->shift[3 * k + c] = (double)t[k].n[0] * cell[c] + (double)t[k].n[1] * cell[3 + c] +
+                                  (double)t[k].n[2] * cell[6 + c];
+    }
+    for (size_t a = 0; a < n_atoms; a++)
+        fill[a] = L->dst_ptr[a];
+    for (int64_t k = 0; k < L->n; k++)
+        L->dst_idx[fill[L->dst[k]]++] = (int32_t)k;
+    free(t);
+    free(fill);
+    return 0;
 }
 
 /* ---- memory -------------------------------------------------------------------- */
@@ -587,6 +729,9 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     int64_t *bsum;
     static const double zero9[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     const double *C = zero9;      /* lattice rows used for shifts */
+    double Cr[9];                 /* the reduced cell's rows, U·cell */
+    int64_t U[9];
+    int reduced = 0;
     ecn_search *x;
     found f;
     int threads = max_threads(), par;
@@ -644,6 +789,11 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     rmax = r_cut_edge > r_cut_nb ? r_cut_edge : r_cut_nb;
     rsearch = (rmax > 2.0 * ECN_COINCIDE_DIST ? rmax : 2.0 * ECN_COINCIDE_DIST) *
               (1.0 + ECN_SEARCH_INFLATE);
+    /* a skewed cell is searched in a reduced basis (see reduce_frame) */
+    if (any_per && !setup && (reduced = reduce_frame(frame, inv, per, rsearch, U))) {
+        apply_u(U, cell, Cr);
+        C = Cr;
+    }
     /* |b_k| = norm of column k of the inverse = 1 / perpendicular width. */
     for (k = 0; k < 3; k++)
         bnorm[k] = sqrt(inv[k] * inv[k] + inv[3 + k] * inv[3 + k] + inv[6 + k] * inv[6 + k]);
@@ -811,6 +961,11 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
         goto done;
     }
     assemble(x, &f, g, hist, bsum, threads, par);
+    if (reduced && (unreduce_list(&g->edges, n, cell, inv, U, per) ||
+                    unreduce_list(&g->nb, n, cell, inv, U, per)))
+        st = ecn_fail(err, err_len, ECENET_ERR_NOMEM,
+                      "graph: out of memory (%lld edges, %lld neighbour pairs)", (long long)tot_e,
+                      (long long)tot_n);
 
 done:
     return st;

@@ -44,7 +44,10 @@ typedef struct {
  * cell may be NULL (non-periodic); pbc flags per axis (a non-periodic axis
  * of a given cell is not replicated). Fails with a message naming the atoms
  * for coincident atoms (distance <= 1e-10 Å, any image), non-finite
- * positions, or a singular cell. On failure *g is left empty. */
+ * positions, or a singular cell. A skewed cell (b = (1e8, 10, 0) for a 10 Å
+ * cube) is searched in a reduced basis of the same lattice, in about the
+ * time of the reduced cell, with the same lists. On failure *g is left
+ * empty. */
 ecenet_status ecn_graph_build(size_t n_atoms, const double *pos, const double *cell,
                               const int pbc[3], double r_cut_edge, double r_cut_nb,
                               ecn_graph *g, char *err, size_t err_len);
