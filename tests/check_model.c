@@ -805,16 +805,16 @@ START_TEST(test_research_mixed)
 {
     /* a public tensor in a research file */
     expect_fail(golden_edit("thglab_softmax", "\"W\":{",
-                            "\"mp_layers.0.W_msg\":{\"dtype\":\"F64\",\"shape\":[1],"
-                            "\"data_offsets\":[0,8]},\"W\":{"),
+                            "\"mp_layers.0.W_msg\":{\"dtype\":\"F64\",\"shape\":[0],"
+                            "\"data_offsets\":[0,0]},\"W\":{"),
                 ECENET_ERR_FORMAT, "tensor 'mp_layers.0.W_msg'", "public release");
     expect_fail(golden_edit("thglab_sum_pbc", "\"W\":{",
-                            "\"layers.0.0.nonlin.pre_scale\":{\"dtype\":\"F64\",\"shape\":[1],"
-                            "\"data_offsets\":[0,8]},\"W\":{"),
+                            "\"layers.0.0.nonlin.pre_scale\":{\"dtype\":\"F64\",\"shape\":[0],"
+                            "\"data_offsets\":[0,0]},\"W\":{"),
                 ECENET_ERR_FORMAT, "tensor 'layers.0.0.nonlin.pre_scale'", "public release");
     expect_fail(golden_edit("thglab_sum_pbc", "\"W\":{",
-                            "\"V_dist\":{\"dtype\":\"F64\",\"shape\":[1],"
-                            "\"data_offsets\":[0,8]},\"W\":{"),
+                            "\"V_dist\":{\"dtype\":\"F64\",\"shape\":[0],"
+                            "\"data_offsets\":[0,0]},\"W\":{"),
                 ECENET_ERR_FORMAT, "tensor 'V_dist'", "public release");
     /* full-width layers with bottleneck_dim, bottleneck layers without it */
     expect_fail(golden_edit("thglab_sum_pbc", "\\\"bottleneck_dim\\\": null",
@@ -842,8 +842,8 @@ START_TEST(test_research_mixed)
     expect_fail(diamond_edit("\\\"n_types\\\": 1,", "\\\"n_types\\\": 1, \\\"les_dipole\\\": false,"),
                 ECENET_ERR_FORMAT, "key 'les_dipole' belongs to the research", NULL);
     /* a research tensor in a public file */
-    expect_fail(diamond_edit("\"W\":{", "\"element_film.a.weight\":{\"dtype\":\"F64\",\"shape\":[1],"
-                                        "\"data_offsets\":[0,8]},\"W\":{"),
+    expect_fail(diamond_edit("\"W\":{", "\"element_film.a.weight\":{\"dtype\":\"F64\",\"shape\":[0],"
+                                        "\"data_offsets\":[0,0]},\"W\":{"),
                 ECENET_ERR_FORMAT, "tensor 'element_film.a.weight' belongs to the research", NULL);
     /* a public file marked research: its switches are missing */
     expect_fail(diamond_edit("\"format_version\":\"1\"",
@@ -941,8 +941,8 @@ START_TEST(test_research_bad_tensors)
                 ECENET_ERR_FORMAT, "tensor 'mp_layers.0.msg_up.weights'",
                 "expected F64 (3,66,16), found F64 (3,16,66)");
     expect_fail(golden_edit("thglab_sum_pbc", "\"W\":{",
-                            "\"mp_layers.0.l_of_s\":{\"dtype\":\"I64\",\"shape\":[1],"
-                            "\"data_offsets\":[0,8]},\"W\":{"),
+                            "\"mp_layers.0.l_of_s\":{\"dtype\":\"I64\",\"shape\":[0],"
+                            "\"data_offsets\":[0,0]},\"W\":{"),
                 ECENET_ERR_FORMAT, "unknown tensor 'mp_layers.0.l_of_s'", NULL);
     expect_fail(golden_poke("thglab_softmax",
                             golden_offset("thglab_softmax", "element_film.mlp.2.weight", 7), &nan_v),
@@ -1083,8 +1083,17 @@ START_TEST(test_st_bad_headers)
         const char *json, *needle;
     } cases[] = {
         {"{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
-         "\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", "'a' appears twice"},
-        {"{\"__metadata__\":{\"k\":1}}", "metadata key 'k'"},
+         "\"a\":{\"dtype\":\"F64\",\"shape\":[0],\"data_offsets\":[8,8]}}", "'a' appears twice"},
+        /* the tensors must tile the data section (8 bytes here) */
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]}}",
+         "'b': data_offsets [4, 8] overlap tensor 'a' [0, 8]"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]}}",
+         "'a': data_offsets [4, 8] leave bytes [0, 4) of the data section to no tensor"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+         "ends at byte 4 of the 8-byte data section: 4 trailing bytes"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+         "\"__metadata__\":{\"k\":1}}", "metadata key 'k'"},
         {"{\"a\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]}}", "'a': unsupported dtype"},
         {"{\"a\":{\"dtype\":\"F64\",\"shape\":[-1],\"data_offsets\":[0,8]}}", "'a': shape entry 0"},
         {"{\"a\":{\"dtype\":\"F64\",\"shape\":[1.5],\"data_offsets\":[0,8]}}", "'a': shape entry 0"},
@@ -1100,7 +1109,8 @@ START_TEST(test_st_bad_headers)
         {"{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,1e300]}}", "'a': \"data_offsets\""},
         {"{\"a\":[1,2]}", "'a': header entry is not a JSON object"},
         {"{\"a\":\"x\"}", "'a': header entry is not a JSON object"},
-        {"{\"__metadata__\":\"x\"}", "\"__metadata__\" is not a JSON object"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+         "\"__metadata__\":\"x\"}", "\"__metadata__\" is not a JSON object"},
         {"{\"a\":{\"dtype\":\"F64\",\"shape\":7,\"data_offsets\":[0,8]}}", "'a': missing or non-array \"shape\""},
         {"[1,2]", "not a JSON object"},
         {"{\"a\":", "not valid JSON"},
@@ -1208,7 +1218,11 @@ END_TEST
 
 START_TEST(test_bad_missing)
 {
+    /* a header entry removed leaves its bytes to no tensor: a corrupt file */
     expect_fail(diamond_edit("\"atomic_energy\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[128,136]},", ""),
+                ECENET_ERR_FORMAT, "leave bytes [128, 136) of the data section to no tensor", NULL);
+    expect_fail(diamond_edit("\"atomic_energy\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[128,136]},",
+                             "\"atomic_energyX\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[128,136]},"),
                 ECENET_ERR_FORMAT, "missing tensor 'atomic_energy'", "(1)");
     expect_fail(diamond_edit("\"mp_layers.0.W_msg\":", "\"mp_layers.0.W_msgX\":"),
                 ECENET_ERR_FORMAT, "missing tensor 'mp_layers.0.W_msg'", "(1,1,8,8)");
@@ -1233,10 +1247,10 @@ END_TEST
 
 START_TEST(test_bad_unknown_tensor)
 {
-    expect_fail(diamond_edit("\"W\":{", "\"foo\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},\"W\":{"),
+    expect_fail(diamond_edit("\"W\":{", "\"foo\":{\"dtype\":\"F64\",\"shape\":[0],\"data_offsets\":[0,0]},\"W\":{"),
                 ECENET_ERR_FORMAT, "unknown tensor 'foo'", NULL);
-    expect_fail(diamond_edit("\"W\":{", "\"foo\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
-                                        "\"bar\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"W\":{"),
+    expect_fail(diamond_edit("\"W\":{", "\"foo\":{\"dtype\":\"F64\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                                        "\"bar\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]},\"W\":{"),
                 ECENET_ERR_FORMAT, "unknown tensors 'bar', 'foo'", NULL);
 }
 END_TEST

@@ -56,6 +56,22 @@ static int cmp_tensor(const void *a, const void *b)
     return strcmp(((const ecn_tensor *)a)->name, ((const ecn_tensor *)b)->name);
 }
 
+/* a tensor's byte range in the data section, for the tiling check */
+typedef struct {
+    uint64_t b, e;
+    size_t k;
+} st_range;
+
+static int cmp_range(const void *pa, const void *pb)
+{
+    const st_range *a = pa, *b = pb;
+    if (a->b != b->b)
+        return a->b < b->b ? -1 : 1;
+    if (a->e != b->e)
+        return a->e < b->e ? -1 : 1;
+    return 0;
+}
+
 /* Record a failure: message into err, errno set to e (see the top). */
 static void st_err(int e, char *err, size_t err_len, const char *fmt, ...) ECN_PRINTF(4, 5);
 static void st_err(int e, char *err, size_t err_len, const char *fmt, ...)
@@ -316,6 +332,49 @@ ecn_safetensors *ecn_st_open(const char *path, char *err, size_t err_len)
          * the data section (counted here, copied below). */
         if (begins[k - 1] % dtype_size(t->dtype) != 0)
             extra += ((uint64_t)t->numel * dtype_size(t->dtype) + 7) & ~(uint64_t)7;
+    }
+
+    /* The tensors tile the data section, in offset order, as the safetensors
+     * format requires (and its reference loader checks): an overlap would
+     * alias two tensors, a gap or trailing bytes mean a corrupt file. */
+    {
+        st_range *r = malloc((st->n_tensors ? st->n_tensors : 1) * sizeof *r);
+        uint64_t at = 0;
+        if (!r) goto nomem;
+        for (k = 0; k < st->n_tensors; k++) {
+            r[k].b = begins[k];
+            r[k].e = begins[k] + (uint64_t)st->tensors[k].numel * dtype_size(st->tensors[k].dtype);
+            r[k].k = k;
+        }
+        qsort(r, st->n_tensors, sizeof *r, cmp_range);
+        for (k = 0; k < st->n_tensors && r[k].b == at; k++)
+            at = r[k].e;
+        if (k < st->n_tensors) {
+            const ecn_tensor *t = &st->tensors[r[k].k];
+            if (r[k].b < at)
+                st_err(EINVAL, err, err_len,
+                       "%s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' [%llu, %llu]",
+                       path, t->name, (unsigned long long)r[k].b, (unsigned long long)r[k].e,
+                       st->tensors[r[k - 1].k].name, (unsigned long long)r[k - 1].b,
+                       (unsigned long long)r[k - 1].e);
+            else
+                st_err(EINVAL, err, err_len,
+                       "%s: tensor '%s': data_offsets [%llu, %llu] leave bytes [%llu, %llu) of the "
+                       "data section to no tensor; the file is corrupt",
+                       path, t->name, (unsigned long long)r[k].b, (unsigned long long)r[k].e,
+                       (unsigned long long)at, (unsigned long long)r[k].b);
+            free(r);
+            goto fail;
+        }
+        free(r);
+        if (at != data_len) {
+            st_err(EINVAL, err, err_len,
+                   "%s: the tensors' data ends at byte %llu of the %llu-byte data section: %llu "
+                   "trailing bytes belong to no tensor; the file is corrupt",
+                   path, (unsigned long long)at, (unsigned long long)data_len,
+                   (unsigned long long)(data_len - at));
+            goto fail;
+        }
     }
 
     if (extra) {
