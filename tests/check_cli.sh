@@ -372,13 +372,28 @@ nve_error "momenta column of the wrong shape" \
     "badcol\.extxyz:2: column momenta:R:2, expected momenta:R:3" "$tmp/badcol.extxyz"
 sed '5s/ 2\.5 / -1 /' "$tmp/moving.extxyz" >"$tmp/badmass.extxyz"
 nve_error "bad mass" "badmass\.extxyz:5: mass '-1'" "$tmp/badmass.extxyz"
-ecenet nve --config small --dt 0 >/dev/null 2>"$tmp/err"
-rc=$?
-if [ "$rc" -eq 2 ] && grep -q -- "--dt" "$tmp/err"; then
-    pass "nve: --dt 0 refused: $(head -n 1 "$tmp/err")"
-else
-    fail "nve: --dt 0: exit status $rc, $(cat "$tmp/err")"
-fi
+# masses in the --mass range only (1e-300 gave T ~ 1e300 K as a result)
+sed '5s/ 2\.5 / 1e-300 /' "$tmp/moving.extxyz" >"$tmp/tinymass.extxyz"
+nve_error "tiny mass" "tinymass\.extxyz:5: mass '1e-300' is not a number in \[1e-06, 1e+06\] amu" \
+    "$tmp/tinymass.extxyz"
+sed '5s/ 2\.5 0\.1 / 2.5 1e300 /' "$tmp/moving.extxyz" >"$tmp/hugep.extxyz"
+nve_error "huge momenta" "hugep\.extxyz: the momenta give a kinetic energy that is not finite" \
+    "$tmp/hugep.extxyz"
+# a bad option value is named with the reason
+nve_opt_error() { # ARGS... ; the last is the expected message
+    local want=${!#}
+    ecenet nve --config small "${@:1:$#-1}" >/dev/null 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq 2 ] && head -n 1 "$tmp/err" | grep -qF -- "$want"; then
+        pass "nve: refused: $(head -n 1 "$tmp/err")"
+    else
+        fail "nve ${*:1:$#-1}: exit status $rc, $(head -n 1 "$tmp/err"), expected '$want'"
+    fi
+}
+nve_opt_error --dt 0 "--dt '0' is not a time step in [1e-06, 100] fs"
+nve_opt_error --mass H=1e7 "--mass 'H=1e7' has no mass in [1e-06, 1e+06] amu"
+nve_opt_error --mass h=1 "--mass 'h=1' does not start with an element symbol"
+nve_opt_error --steps "--steps needs a value"
 
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]

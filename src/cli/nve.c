@@ -38,9 +38,10 @@ const char ecn_nve_usage[] =
     "--seed, default 1, which also seeds --config's weights and the diamond's\n"
     "rattle) with zero total momentum, rescaled to exactly that temperature\n"
     "(3N - 3 degrees of freedom). Masses: a masses:R:1 column, else IUPAC standard\n"
-    "atomic weights; --mass C=13.003 overrides one element. Defaults: --dt 0.5\n"
-    "fs, --steps 100. Writes no trajectory. Stops with an error naming the step\n"
-    "if the energy or a force is not finite.\n";
+    "atomic weights; --mass C=13.003 overrides one element (up to 16 times).\n"
+    "Masses lie in [1e-6, 1e6] amu. Defaults: --dt 0.5 fs (at most 100), --steps\n"
+    "100 (at most 1e7), --temperature at most 1e6 K. Writes no trajectory. Stops\n"
+    "with an error naming the step if the energy or a force is not finite.\n";
 
 /* Standard atomic weights (IUPAC 2016, abridged; for elements without one,
  * the mass number of a long-lived isotope), the values ASE uses, so that
@@ -69,6 +70,8 @@ static const double atomic_mass[119] = {
 #define FS_PER_TAU 10.1805055     /* Å·sqrt(amu/eV) in fs */
 #define MAX_MASS_OPTS 16
 #define MAX_STEPS 10000000
+#define MASS_MIN 1e-6 /* amu, for --mass and a masses column */
+#define MASS_MAX 1e6
 
 typedef struct {
     const char *model_path, *config, *input, *backend;
@@ -110,6 +113,16 @@ static int usage(const char *what, const char *arg)
     return 2;
 }
 
+/* option opt with value val (NULL: none given) is wrong: why */
+static int opt_error(const char *opt, const char *val, const char *why)
+{
+    if (val)
+        fprintf(stderr, "ecenet nve: %s '%s' %s\n%s", opt, val, why, ecn_nve_usage);
+    else
+        fprintf(stderr, "ecenet nve: %s %s\n%s", opt, why, ecn_nve_usage);
+    return 2;
+}
+
 static int parse_double(const char *s, double lo, double hi, double *out)
 {
     char *end;
@@ -120,22 +133,26 @@ static int parse_double(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
-/* --mass SYMBOL=AMU */
-static int parse_mass(const char *s, nve_opts *o)
+/* --mass SYMBOL=AMU; NULL, or what is wrong with s */
+static const char *parse_mass(const char *s, nve_opts *o)
 {
     char sym[8];
     const char *eq = strchr(s, '=');
-    if (!eq || eq == s || (size_t)(eq - s) >= sizeof sym || o->n_mass == MAX_MASS_OPTS)
-        return -1;
+    if (!eq || eq == s || (size_t)(eq - s) >= sizeof sym)
+        return "is not SYMBOL=AMU";
+    if (o->n_mass == MAX_MASS_OPTS)
+        return "is one --mass too many (at most 16)";
     memcpy(sym, s, (size_t)(eq - s));
     sym[eq - s] = '\0';
     const int z = ecenet_element_number(sym);
     double m;
-    if (z <= 0 || parse_double(eq + 1, 1e-6, 1e6, &m) != 0)
-        return -1;
+    if (z <= 0)
+        return "does not start with an element symbol (H, He, ..., case-sensitive)";
+    if (parse_double(eq + 1, MASS_MIN, MASS_MAX, &m) != 0)
+        return "has no mass in [1e-06, 1e+06] amu";
     o->mass_z[o->n_mass] = z;
     o->mass_v[o->n_mass++] = m;
-    return 0;
+    return NULL;
 }
 
 static double kinetic(const nve_sys *s)
@@ -220,8 +237,8 @@ static int read_columns(const char *path, const exyz_frame *f, nve_sys *s)
         if (mc) {
             const char *t = f->tokens[i * f->n_tokens + mt];
             s->m[i] = strtod(t, &end);
-            if (*end || !(s->m[i] > 0.0) || !isfinite(s->m[i])) {
-                fprintf(stderr, "ecenet nve: %s:%ld: mass '%s' is not a positive number\n",
+            if (*end || !(s->m[i] >= MASS_MIN && s->m[i] <= MASS_MAX)) {
+                fprintf(stderr, "ecenet nve: %s:%ld: mass '%s' is not a number in [1e-06, 1e+06] amu\n",
                         path, exyz_atom_line(f, i), t);
                 return -1;
             }
@@ -360,7 +377,8 @@ int ecn_cmd_nve(int argc, char **argv)
     o.temp = 300.0;
     for (int k = 1; k < argc; k++) {
         const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
-        int bad = 0, takes = 1;
+        const char *why = NULL;
+        int takes = 1;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(ecn_nve_usage, stdout);
             return 0;
@@ -373,7 +391,13 @@ int ecn_cmd_nve(int argc, char **argv)
                 return usage("more than one input file:", a);
             o.input = a, takes = 0;
         } else if (!v) {
-            bad = 1;
+            static const char *const valued[] = {"--model", "--config", "--backend", "--precision",
+                                                 "--diamond", "--steps", "--every", "--seed",
+                                                 "--dt", "--temperature", "--mass"};
+            why = "is not an option";
+            for (size_t q = 0; q < sizeof valued / sizeof *valued; q++)
+                if (!strcmp(a, valued[q]))
+                    why = "needs a value";
         } else if (!strcmp(a, "--model")) {
             o.model_path = v;
         } else if (!strcmp(a, "--config")) {
@@ -386,26 +410,30 @@ int ecn_cmd_nve(int argc, char **argv)
             else if (!strcmp(v, "f32"))
                 o.prec = ECENET_F32;
             else
-                bad = 1;
+                why = "is neither f64 nor f32";
         } else if (!strcmp(a, "--diamond")) {
-            bad = ecn_cli_parse_int(v, 1, 100, &o.ndia);
+            why = ecn_cli_parse_int(v, 1, 100, &o.ndia) ? "is not an integer in [1, 100]" : NULL;
         } else if (!strcmp(a, "--steps")) {
-            bad = ecn_cli_parse_int(v, 1, MAX_STEPS, &o.steps);
+            why = ecn_cli_parse_int(v, 1, MAX_STEPS, &o.steps) ? "is not an integer in [1, 10000000]"
+                                                              : NULL;
         } else if (!strcmp(a, "--every")) {
-            bad = ecn_cli_parse_int(v, 1, MAX_STEPS, &o.every);
+            why = ecn_cli_parse_int(v, 1, MAX_STEPS, &o.every) ? "is not an integer in [1, 10000000]"
+                                                              : NULL;
         } else if (!strcmp(a, "--seed")) {
-            bad = ecn_cli_parse_int(v, 0, 1 << 30, &o.seed);
+            why = ecn_cli_parse_int(v, 0, 1 << 30, &o.seed) ? "is not an integer in [0, 2^30]" : NULL;
         } else if (!strcmp(a, "--dt")) {
-            bad = parse_double(v, 1e-6, 100.0, &o.dt_fs);
+            why = parse_double(v, 1e-6, 100.0, &o.dt_fs) ? "is not a time step in [1e-06, 100] fs"
+                                                        : NULL;
         } else if (!strcmp(a, "--temperature")) {
-            bad = parse_double(v, 0.0, 1e6, &o.temp);
+            why = parse_double(v, 0.0, 1e6, &o.temp) ? "is not a temperature in [0, 1e+06] K" : NULL;
         } else if (!strcmp(a, "--mass")) {
-            bad = parse_mass(v, &o);
+            why = parse_mass(v, &o);
         } else {
-            bad = 1;
+            why = "is not an option";
+            v = NULL;
         }
-        if (bad)
-            return usage("bad or incomplete option", a);
+        if (why)
+            return opt_error(a, v, why);
         k += takes;
     }
     if (!!o.config == !!o.model_path) {
@@ -502,9 +530,14 @@ int ecn_cmd_nve(int argc, char **argv)
         for (int k = 0; k < o.n_mass; k++)
             if (s.z[i] == o.mass_z[k])
                 s.m[i] = o.mass_v[k];
-    if (have_v) /* momenta -> velocities with the final masses */
+    if (have_v) { /* momenta -> velocities with the final masses */
         for (size_t q = 0; q < 3 * s.n; q++)
             s.v[q] /= s.m[q / 3];
+        if (!isfinite(kinetic(&s))) {
+            fail("%s: the momenta give a kinetic energy that is not finite", xf.path);
+            goto done;
+        }
+    }
     rc = run(&o, model, &s, have_v, src_name);
 done:
     free(s.x);
