@@ -210,6 +210,10 @@ sed '2s/Lattice="[^"]*" //' "$dia" >"$tmp/pbcnolattice.extxyz"
 expect_error "pbc without Lattice" "pbcnolattice\.extxyz:2:" \
     compute --model "$dia_model" "$tmp/pbcnolattice.extxyz"
 
+sed '2s/$/ tag=1 tag=2/' "$eth" >"$tmp/dupkey.extxyz"
+expect_error "a comment key given twice" "dupkey\.extxyz:2: key 'tag' given twice" \
+    compute --model "$eth_model" "$tmp/dupkey.extxyz"
+
 sed '4s/$/ 7/' "$eth" >"$tmp/extracol.extxyz"
 expect_error "too many columns" "extracol\.extxyz:4:" \
     compute --model "$eth_model" "$tmp/extracol.extxyz"

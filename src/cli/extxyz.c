@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -475,6 +476,14 @@ static int parse_comment(reader *r, exyz_frame *f)
             free(key);
             goto bad;
         }
+        /* a second value of a key would be silently dropped by whoever reads it */
+        for (size_t k = 0; k < f->n_kv; k++)
+            if (strcmp(f->kv[k].key, key) == 0) {
+                fail(r, r->line, "key '%s' given twice", key);
+                free(key);
+                free(value);
+                goto bad;
+            }
         if (f->n_kv == cap) {
             size_t ncap = cap ? 2 * cap : 8;
             exyz_kv *nk = realloc(f->kv, ncap * sizeof *nk);
@@ -583,12 +592,19 @@ static int read_atoms(reader *r, exyz_frame *f, size_t n_declared)
         char *line;
         double *xyz;
         if (k == cap) {
-            size_t ncap = cap ? 2 * cap : (n_declared < 1024 ? n_declared : 1024);
+            /* the first block holds at most 2^20 tokens (a short file may
+             * declare many atoms and columns); then doubling, as lines come */
+            size_t first = ((size_t)1 << 20) / (nt ? nt : 1);
+            size_t ncap = cap ? 2 * cap : (first < 1 ? 1 : first > 1024 ? 1024 : first);
             char **nl, **ntok;
             int *nn;
             double *np;
             if (ncap > n_declared)
                 ncap = n_declared;
+            if (ncap > SIZE_MAX / sizeof *ntok / (nt ? nt : 1)) {
+                fail(r, r->line, "out of memory: %zu atoms of %zu columns", ncap, nt);
+                goto bad;
+            }
             nl = realloc(f->atom_lines, ncap * sizeof *nl);
             if (nl)
                 f->atom_lines = nl;
