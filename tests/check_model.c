@@ -1356,6 +1356,17 @@ START_TEST(test_bad_config)
                 ECENET_ERR_FORMAT, "energy_units", "hartree");
     expect_fail(diamond_edit("\"energy_mean\":\"0.0\"", "\"energy_mean\":\"zero\""),
                 ECENET_ERR_FORMAT, "energy_mean", NULL);
+    /* strtod alone would read 16 eV */
+    expect_fail(diamond_edit("\"energy_mean\":\"0.0\"", "\"energy_mean\":\"0x10\""),
+                ECENET_ERR_FORMAT, "energy_mean '0x10' is not a finite decimal number", NULL);
+    expect_fail(diamond_edit("\"energy_reference\":\"{\\\"C\\\": 0.0}\"",
+                             "\"energy_reference\":\"{\\\"C\\\": 0.0, \\\"C\\\": 1.0}\""),
+                ECENET_ERR_FORMAT, "energy_reference: 'C' given twice", NULL);
+    expect_fail(diamond_edit("\\\"analytic_ace_basis\\\": true", "\\\"analytic_ace_basis\\\": \\\"x\\\""),
+                ECENET_ERR_FORMAT, "key 'analytic_ace_basis' is \"x\", not true or false", NULL);
+    /* cJSON would end the string at the NUL: "ecenet" */
+    expect_fail(diamond_edit("\"format\":\"ecenet\"", "\"format\":\"ecenet\\u0000junk\""),
+                ECENET_ERR_FORMAT, "\\u0000 escape (NUL)", NULL);
 }
 END_TEST
 

@@ -574,7 +574,14 @@ static ecenet_status check_config_keys(ecn_loader *ld, const cJSON *cfg, const c
     const cJSON *v;
     cJSON_ArrayForEach(v, cfg) {
         const char *k = v->string;
-        if (IN_LIST(k, common_keys) || IN_LIST(k, harmless_keys)) continue;
+        if (IN_LIST(k, harmless_keys)) {
+            char buf[64];
+            if (cJSON_IsBool(v)) continue; /* the only harmless key is a switch */
+            json_repr(v, buf, sizeof buf);
+            return ecn_ld_fail(ld, ECENET_ERR_FORMAT, "%s: key '%s' is %s, not true or false",
+                               which, k, buf);
+        }
+        if (IN_LIST(k, common_keys)) continue;
         if (IN_LIST(k, public_only_keys)) continue; /* research: values checked in parse_config */
         if (IN_LIST(k, research_keys) || IN_LIST(k, les_keys)) {
             if (research) continue;
@@ -671,6 +678,10 @@ static ecenet_status parse_energy_meta(ecn_loader *ld)
     if (mean) {
         char *end;
         errno = 0;
+        /* decimal only: strtod would also read hexadecimal ("0x10" = 16) */
+        if (strspn(mean, " +-.0123456789eE") != strlen(mean))
+            return ecn_ld_fail(ld, ECENET_ERR_FORMAT,
+                               "energy_mean '%s' is not a finite decimal number", mean);
         m->energy_mean = strtod(mean, &end);
         while (*end == ' ') end++;
         if (end == mean || *end || errno == ERANGE || !isfinite(m->energy_mean))
@@ -695,6 +706,14 @@ static ecenet_status parse_energy_meta(ecn_loader *ld)
                                 "energy_reference: unknown element symbol '%s'", v->string);
                 break;
             }
+            for (const cJSON *w = j->child; w != v; w = w->next)
+                if (strcmp(w->string, v->string) == 0) {
+                    s = ecn_ld_fail(ld, ECENET_ERR_FORMAT, "energy_reference: '%s' given twice",
+                                    v->string);
+                    break;
+                }
+            if (s)
+                break;
             if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
                 s = ecn_ld_fail(ld, ECENET_ERR_FORMAT,
                                 "energy_reference: value for '%s' is not a finite number",

@@ -280,6 +280,20 @@ ecn_safetensors *ecn_st_open(const char *path, char *err, size_t err_len)
         st_err(EINVAL, err, err_len, "%s: header contains a NUL byte; corrupt file", path);
         goto fail;
     }
+    /* nor a \u0000 escape: a name or value would end there as a C string
+     * ("ecenet\u0000junk" would read as "ecenet") */
+    for (const char *u = strstr(hdr, "\\u0000"); u; u = strstr(u + 1, "\\u0000")) {
+        const size_t at = (size_t)(u - hdr);
+        size_t nb = 1; /* backslashes ending at u: an odd count makes u an escape */
+        while (nb <= at && hdr[at - nb] == '\\')
+            nb++;
+        if (nb % 2) {
+            st_err(EINVAL, err, err_len,
+                   "%s: header byte %zu: a \\u0000 escape (NUL) in a JSON string; corrupt file",
+                   path, at);
+            goto fail;
+        }
+    }
     root = cJSON_ParseWithOpts(hdr, &parse_end, 1);
     if (!root) {
         size_t at = parse_end && parse_end >= hdr ? (size_t)(parse_end - hdr) : 0;
