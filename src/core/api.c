@@ -188,9 +188,14 @@ static ecenet_status check_args(ecenet_ctx *ctx, const ecenet_system *s, const e
         if (o->stress_len != 6)
             return ecn_fail(err, ERR_LEN, ECENET_ERR_ARGUMENT,
                             "stress buffer has length %zu, expected 6", o->stress_len);
-        if (!s->cell || fabs(det3(s->cell)) < 1e-12)
+        if (!s->cell)
             return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT,
-                            "stress requested but the system has no cell of non-zero volume");
+                            "stress requested but the system has no cell");
+        if (!(fabs(det3(s->cell)) >= 1e-12))
+            return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT,
+                            "stress requested but the cell's volume is %g Å^3 (below 1e-12 Å^3: "
+                            "a degenerate or zero lattice)",
+                            fabs(det3(s->cell)));
     }
     return ECENET_OK;
 }
