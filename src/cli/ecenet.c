@@ -254,6 +254,8 @@ static int cmd_compute(int argc, char **argv)
         return usage_error("compute", "missing --model MODEL");
     if (!input)
         return usage_error("compute", "missing the input file (extended XYZ)");
+    if (output && !*output)
+        return usage_error("compute", "--output: empty file name");
     if (prec_s) {
         if (parse_precision(prec_s, &precision) != 0)
             return usage_error("compute", "--precision '%s': expected f64 or f32",
