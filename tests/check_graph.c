@@ -431,6 +431,18 @@ START_TEST(test_skewed_cell_huge)
     }
     ecn_graph_free(&gc);
     ecn_graph_free(&gs);
+    /* the device search's set-up leaves the skewed cell to the host */
+    {
+        ecenet_nlist su;
+        memset(&gs, 0, sizeof gs);
+        ck_assert_int_eq(ecn_graph_setup(n, p, skew, PBC_ALL, 5.0, 4.0, &gs, &su, err, sizeof err),
+                         ECENET_OK);
+        ck_assert_int_eq(su.n, -1);
+        ck_assert_int_eq(ecn_graph_setup(n, p, cube, PBC_ALL, 5.0, 4.0, &gs, &su, err, sizeof err),
+                         ECENET_OK);
+        ck_assert_int_eq(su.n, (int64_t)n);
+        ecn_graph_free(&gs);
+    }
     free(p);
 }
 END_TEST

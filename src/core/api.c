@@ -225,12 +225,14 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
     const int *pbc = s && s->cell ? s->pbc : nopbc;
     /* the device search where the backend has one (ops.h), else the host's */
     ecenet_nlist setup;
-    const int dev = st == ECENET_OK && ctx->device_nlist && ecn_backend_has_nlist(be) &&
-                    !o->atom_energies && n > 0;
-    if (st == ECENET_OK && dev)
+    int dev = st == ECENET_OK && ctx->device_nlist && ecn_backend_has_nlist(be) &&
+              !o->atom_energies && n > 0;
+    if (st == ECENET_OK && dev) {
         st = ecn_graph_setup(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
                              m->cfg.r_cut_neighbor, g, &setup, ctx->err, ERR_LEN);
-    else if (st == ECENET_OK)
+        dev = setup.n >= 0; /* a skewed cell goes to the host search (graph.h) */
+    }
+    if (st == ECENET_OK && !dev)
         st = ecn_graph_rebuild(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
                                m->cfg.r_cut_neighbor, g, ctx->err, ERR_LEN);
     if (st == ECENET_OK && o->atom_energies) {

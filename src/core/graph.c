@@ -47,8 +47,8 @@
  *     lengths) is searched in a reduced basis when that visits 8× fewer
  *     images (reduce_frame); the lists are those of the cell as given. An
  *     error about coincident atoms then names the image in the reduced
- *     basis. The device search's set-up (ecn_graph_setup) keeps the cell as
- *     given. */
+ *     basis. The device search's set-up (ecn_graph_setup) leaves such a
+ *     cell to the host search (s->n = -1). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -790,7 +790,11 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     rsearch = (rmax > 2.0 * ECN_COINCIDE_DIST ? rmax : 2.0 * ECN_COINCIDE_DIST) *
               (1.0 + ECN_SEARCH_INFLATE);
     /* a skewed cell is searched in a reduced basis (see reduce_frame) */
-    if (any_per && !setup && (reduced = reduce_frame(frame, inv, per, rsearch, U))) {
+    if (any_per && (reduced = reduce_frame(frame, inv, per, rsearch, U))) {
+        if (setup) { /* left to the host search (graph.h) */
+            setup->n = -1;
+            goto done;
+        }
         apply_u(U, cell, Cr);
         C = Cr;
     }
