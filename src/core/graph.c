@@ -242,8 +242,11 @@ static int reduce_frame(double frame[9], double inv[9], const int per[3], double
                 bb = b[0] * b[0] + b[1] * b[1] + b[2] * b[2];
                 ab = a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
                 q = nearbyint(ab / bb);
-                if (q == 0.0 || !(fabs(q) < 1e15))
+                if (q == 0.0)
                     continue;
+                for (int c = 0; c < 3; c++) /* U stays small: n_R·U fits int64 */
+                    if (!(fabs((double)U[3 * i + c] - q * (double)U[3 * j + c]) < 2147483648.0))
+                        return 0;
                 for (int c = 0; c < 3; c++)
                     t[c] = a[c] - q * b[c];
                 if (!(t[0] * t[0] + t[1] * t[1] + t[2] * t[2] < aa * (1.0 - 1e-9)))
