@@ -95,8 +95,8 @@ int ecn_cuda_layer_wg_available(void);
 /* Staging of the bond-frame map kernels (cuda_frame.cu: edge frame, pack-
  * unrotate, rotate-unpack and their VJPs): 1 copies global to shared memory
  * with cp.async (sm_80+; the same results bit for bit), 0 through registers.
- * Default: env ECENET_FRAME_ASYNC (read once), else 0 until it is measured
- * on a GPU. Returns the previous setting. */
+ * Default: env ECENET_FRAME_ASYNC (read once), else 1 (measured faster on an
+ * H100, doc/performance.md). Returns the previous setting. */
 int ecn_cuda_set_frame_async(int on);
 /* how many map-kernel launches staged with cp.async (for the tests) */
 unsigned long long ecn_cuda_frame_async_launches(void);
