@@ -1136,6 +1136,11 @@ START_TEST(test_bad_nonexistent)
 {
     expect_fail(strdup("/nonexistent-dir/none.model.safetensors"), ECENET_ERR_IO,
                 "No such file", NULL);
+    /* a directory (a device read as 0 bytes: 'too short') */
+    char dir[] = "/tmp/ecenet_check_model_dirXXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    expect_fail(strdup(dir), ECENET_ERR_FORMAT, "not a regular file (a directory)", NULL);
+    rmdir(dir);
 }
 END_TEST
 

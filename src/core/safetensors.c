@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cjson/cJSON.h>
 #include "error.h"
 #include "safetensors.h"
@@ -229,6 +230,15 @@ ecn_safetensors *ecn_st_open(const char *path, char *err, size_t err_len)
         int e = errno ? errno : EIO;
         st_err(e, err, err_len, "%s: cannot open: %s", path, strerror(e));
         return NULL;
+    }
+    {
+        struct stat sb; /* a device or a directory has no meaningful size */
+        if (fstat(fileno(f), &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            st_err(EINVAL, err, err_len, "%s: not a regular file (a %s)", path,
+                   S_ISDIR(sb.st_mode) ? "directory" : S_ISCHR(sb.st_mode) ? "character device"
+                   : S_ISFIFO(sb.st_mode) ? "pipe" : "special file");
+            goto fail;
+        }
     }
     if (fseek(f, 0, SEEK_END) != 0 || (pos = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         int e = errno ? errno : EIO;
