@@ -443,6 +443,25 @@ START_TEST(test_skewed_cell_huge)
         ck_assert_int_eq(su.n, (int64_t)n);
         ecn_graph_free(&gs);
     }
+    /* errors name atoms and images as in the cell given: an atom 1e14 Å out
+     * along b (fractional -1e20 along a as given; the reduced basis alone
+     * would have accepted it and overflowed n_R·U), and atom 1 = atom 0 + a */
+    {
+        double q[6] = {1, 1, 1, 1, 1e14 + 3.3, 1};
+        ck_assert_int_eq(ecn_graph_build(2, q, skew, PBC_ALL, 5.0, 4.0, &gs, err, sizeof err),
+                         ECENET_ERR_INPUT);
+        ck_assert_msg(strstr(err, "atom 1 lies too far outside the cell"), "%s", err);
+        q[3] = 11, q[4] = 1;
+        ck_assert_int_eq(ecn_graph_build(2, q, skew, PBC_ALL, 5.0, 4.0, &gs, err, sizeof err),
+                         ECENET_ERR_INPUT);
+        ck_assert_msg(strstr(err, "atoms 0 and 1 coincide (distance 0 Å, periodic image (-1, 0, 0)"),
+                      "%s", err);
+        /* one atom alone: empty lists */
+        ck_assert_int_eq(ecn_graph_build(1, q, skew, PBC_ALL, 5.0, 4.0, &gs, err, sizeof err),
+                         ECENET_OK);
+        ck_assert(gs.edges.n == 0 && gs.nb.n == 0);
+        ecn_graph_free(&gs);
+    }
     free(p);
 }
 END_TEST

@@ -84,6 +84,10 @@
 #define ECN_MAX_BINS_AXIS ((int64_t)1 << 20)
 /* Fractional coordinates beyond this cannot be wrapped meaningfully. */
 #define ECN_MAX_FRAC 4503599627370496.0 /* 2^52 */
+/* ... and in a reduced basis (reduce_frame), so that an image n_R is
+ * recovered exactly from its shift and n_R·U (in wrap-around arithmetic)
+ * gives the true image, which the bound above keeps within int64 */
+#define ECN_MAX_FRAC_REDUCED 1099511627776.0 /* 2^40 */
 /* Fewer atoms than this are searched serially (starting threads would cost
  * more than it saves). */
 #define ECN_PAR_MIN_ATOMS 64
@@ -291,23 +295,26 @@ static int img_cmp(const void *pa, const void *pb)
 static int unreduce_list(ecn_pairlist *L, size_t n_atoms, const double *cell, const double invr[9],
                          const int64_t U[9], const int per[3])
 {
-    img_entry *t = L->n ? malloc((size_t)L->n * sizeof *t) : NULL;
+    if (L->n == 0)
+        return 0;
+    img_entry *t = malloc((size_t)L->n * sizeof *t);
     int32_t *fill = malloc(n_atoms * sizeof *fill);
-    if ((L->n && !t) || !fill) {
+    if (!t || !fill) {
         free(t);
         free(fill);
         return -1;
     }
     for (int64_t k = 0; k < L->n; k++) {
         const double *s = &L->shift[3 * k];
-        int64_t nr[3];
+        uint64_t nr[3]; /* wrap-around: terms may exceed int64, n = n_R·U does not */
         for (int c = 0; c < 3; c++)
-            nr[c] = per[c] ? (int64_t)nearbyint(s[0] * invr[c] + s[1] * invr[3 + c] +
-                                                s[2] * invr[6 + c])
+            nr[c] = per[c] ? (uint64_t)(int64_t)nearbyint(s[0] * invr[c] + s[1] * invr[3 + c] +
+                                                          s[2] * invr[6 + c])
                            : 0;
         t[k].dst = L->dst[k];
         for (int c = 0; c < 3; c++)
-            t[k].n[c] = nr[0] * U[c] + nr[1] * U[3 + c] + nr[2] * U[6 + c];
+            t[k].n[c] = (int64_t)(nr[0] * (uint64_t)U[c] + nr[1] * (uint64_t)U[3 + c] +
+                                  nr[2] * (uint64_t)U[6 + c]);
     }
     for (size_t a = 0; a < n_atoms; a++)
         qsort(t + L->src_ptr[a], (size_t)(L->src_ptr[a + 1] - L->src_ptr[a]), sizeof *t, img_cmp);
@@ -735,6 +742,8 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     double Cr[9];                 /* the reduced cell's rows, U·cell */
     int64_t U[9];
     int reduced = 0;
+    double inv0[9];               /* the inverse of the frame as given */
+    double maxfrac = ECN_MAX_FRAC; /* farthest wrap, in the searched basis */
     ecn_search *x;
     found f;
     int threads = max_threads(), par;
@@ -793,6 +802,7 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     rsearch = (rmax > 2.0 * ECN_COINCIDE_DIST ? rmax : 2.0 * ECN_COINCIDE_DIST) *
               (1.0 + ECN_SEARCH_INFLATE);
     /* a skewed cell is searched in a reduced basis (see reduce_frame) */
+    memcpy(inv0, inv, sizeof inv0);
     if (any_per && (reduced = reduce_frame(frame, inv, per, rsearch, U))) {
         if (setup) { /* left to the host search (graph.h) */
             setup->n = -1;
@@ -800,6 +810,7 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
         }
         apply_u(U, cell, Cr);
         C = Cr;
+        maxfrac = ECN_MAX_FRAC_REDUCED;
     }
     /* |b_k| = norm of column k of the inverse = 1 / perpendicular width. */
     for (k = 0; k < 3; k++)
@@ -833,7 +844,9 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
                 int64_t o = 0;
                 if (per[kk]) {
                     double fl;
-                    if (!(fabs(fa) < ECN_MAX_FRAC)) {
+                    if (!(fabs(fa) < maxfrac) ||
+                        !(fabs(xp[0] * inv0[kk] + xp[1] * inv0[3 + kk] + xp[2] * inv0[6 + kk]) <
+                          ECN_MAX_FRAC)) {
                         bad = 1;  /* reported below */
                         fa = 0.0;
                     }
@@ -863,10 +876,12 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
                 for (k = 0; k < 3; k++) {
                     const double fa = pos[3 * i] * inv[k] + pos[3 * i + 1] * inv[3 + k] +
                                       pos[3 * i + 2] * inv[6 + k];
-                    if (per[k] && !(fabs(fa) < ECN_MAX_FRAC))
+                    const double f0 = pos[3 * i] * inv0[k] + pos[3 * i + 1] * inv0[3 + k] +
+                                      pos[3 * i + 2] * inv0[6 + k];
+                    if (per[k] && (!(fabs(fa) < maxfrac) || !(fabs(f0) < ECN_MAX_FRAC)))
                         return ecn_fail(err, err_len, ECENET_ERR_INPUT,
                                         "atom %zu lies too far outside the cell (fractional coordinate %g)",
-                                        i, fa);
+                                        i, fabs(f0) < ECN_MAX_FRAC ? fa : f0);
                 }
         fmin[0] = lo0;
         fmin[1] = lo1;
@@ -929,6 +944,7 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     x->n = n;
     x->pos = pos;
     x->C = C;
+    x->U = reduced ? U : NULL;
     x->frac = frac;
     x->off = off;
     for (k = 0; k < 3; k++) {

@@ -858,6 +858,12 @@ ecenet_status ecn_search_coincide_error(const ecn_search *x, int32_t i, uint64_t
     const int32_t j = key_decode(x, i, key, n);
     image_shift(n, x->C, sh);
     r = sqrt(dist2(&x->pos[3 * (size_t)i], &x->pos[3 * (size_t)j], sh));
+    if (x->U) { /* the image in the cell as given (wrap-around: terms may exceed int64) */
+        const uint64_t a = (uint64_t)n[0], b = (uint64_t)n[1], c = (uint64_t)n[2];
+        for (int k = 0; k < 3; k++)
+            n[k] = (int64_t)(a * (uint64_t)x->U[k] + b * (uint64_t)x->U[3 + k] +
+                             c * (uint64_t)x->U[6 + k]);
+    }
     if (j == i)
         return ecn_fail(err, err_len, ECENET_ERR_INPUT,
                         "atom %d coincides with its own periodic image (%lld, %lld, %lld) "

@@ -24,6 +24,8 @@ typedef struct {
     size_t n;                   /* atoms, 1 .. INT32_MAX */
     const double *pos;          /* (n, 3) original positions */
     const double *C;            /* lattice rows of the shifts (zeros if none) */
+    const int64_t *U;           /* C = U·cell for a reduced cell (graph.c), else NULL:
+                                 * messages name images n_R·U, as in the cell given */
     const double *frac;         /* (n, 3) wrapped fractional coordinates */
     const int64_t *off;         /* (n, 3) integer wrap offsets */
     int per[3];                 /* periodic axes */
