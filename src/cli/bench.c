@@ -149,10 +149,13 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
                                      sizeof row->err);
                 in.graph = NULL;
                 in.nlist = &setup;
-            } else if (row->nl) {
+            }
+            if (st == ECENET_OK && (!dev || setup.n < 0) && row->nl) {
+                /* the host's search (+hostnl, or a skewed cell: graph.h) */
                 st = ecn_graph_rebuild(n, pos, cell, pbc, rce, rcn, &own, row->err,
                                        sizeof row->err);
                 in.graph = &own;
+                in.nlist = NULL;
             }
             if (st == ECENET_OK)
                 st = ecn_step(eng, &in, &out, row->err, sizeof row->err);
