@@ -1369,6 +1369,10 @@ START_TEST(test_bad_config)
                 ECENET_ERR_FORMAT, "energy_reference: 'C' given twice", NULL);
     expect_fail(diamond_edit("\\\"analytic_ace_basis\\\": true", "\\\"analytic_ace_basis\\\": \\\"x\\\""),
                 ECENET_ERR_FORMAT, "key 'analytic_ace_basis' is \"x\", not true or false", NULL);
+    /* ... also inside a metadata value's own JSON ({"C\u0000x": 0} read as {"C": 0}) */
+    expect_fail(diamond_edit("\"element_to_type\":\"{\\\"C\\\": 0}\"",
+                             "\"element_to_type\":\"{\\\"C\\\\u0000x\\\": 0}\""),
+                ECENET_ERR_FORMAT, "metadata 'element_to_type': a \\u0000 escape (NUL)", NULL);
     /* cJSON would end the string at the NUL: "ecenet" */
     expect_fail(diamond_edit("\"format\":\"ecenet\"", "\"format\":\"ecenet\\u0000junk\""),
                 ECENET_ERR_FORMAT, "\\u0000 escape (NUL)", NULL);

@@ -600,6 +600,26 @@ static ecenet_status check_config_keys(ecn_loader *ld, const cJSON *cfg, const c
     return ECENET_OK;
 }
 
+/* A metadata value that must be a JSON object; NULL with *st set (message
+ * naming the key) otherwise. A \u0000 escape would cut a name short. */
+static cJSON *meta_object(ecn_loader *ld, const char *key, const char *txt, ecenet_status *st)
+{
+    const long at = ecn_json_nul_escape(txt);
+    cJSON *j;
+    if (at >= 0) {
+        *st = ecn_ld_fail(ld, ECENET_ERR_FORMAT,
+                          "metadata '%s': a \\u0000 escape (NUL) at byte %ld of its JSON", key, at);
+        return NULL;
+    }
+    j = cJSON_Parse(txt);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        *st = ecn_ld_fail(ld, ECENET_ERR_FORMAT, "metadata '%s' is not a JSON object", key);
+        return NULL;
+    }
+    return j;
+}
+
 static ecenet_status parse_elements(ecn_loader *ld)
 {
     ecenet_model *m = ld->m;
@@ -611,12 +631,8 @@ static ecenet_status parse_elements(ecn_loader *ld)
 
     if (!txt)
         return ecn_ld_fail(ld, ECENET_ERR_FORMAT, "metadata key 'element_to_type' is missing");
-    j = cJSON_Parse(txt);
-    if (!j || !cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return ecn_ld_fail(ld, ECENET_ERR_FORMAT,
-                           "metadata 'element_to_type' is not a JSON object");
-    }
+    if (!(j = meta_object(ld, "element_to_type", txt, &s)))
+        return s;
     for (t = 0; t < m->cfg.n_types; t++) m->type_z[t] = 0;
     cJSON_ArrayForEach(v, j) {
         int z = ecenet_element_number(v->string);
@@ -691,14 +707,11 @@ static ecenet_status parse_energy_meta(ecn_loader *ld)
 
     for (t = 0; t < m->cfg.n_types; t++) m->e_ref[t] = 0.0;
     if (ref) {
-        cJSON *j = cJSON_Parse(ref);
         const cJSON *v;
         ecenet_status s = ECENET_OK;
-        if (!j || !cJSON_IsObject(j)) {
-            cJSON_Delete(j);
-            return ecn_ld_fail(ld, ECENET_ERR_FORMAT,
-                               "metadata 'energy_reference' is not a JSON object");
-        }
+        cJSON *j = meta_object(ld, "energy_reference", ref, &s);
+        if (!j)
+            return s;
         cJSON_ArrayForEach(v, j) {
             int z = ecenet_element_number(v->string);
             if (!z) {
@@ -849,11 +862,8 @@ ecenet_status ecn_ld_config(ecn_loader *ld, int *research, cJSON **cjp)
     if (!cfg_txt)
         return ecn_ld_fail(ld, ECENET_ERR_FORMAT,
                            "metadata has neither 'config_resolved' nor 'config'");
-    cj = cJSON_Parse(cfg_txt);
-    if (!cj || !cJSON_IsObject(cj)) {
-        cJSON_Delete(cj);
-        return ecn_ld_fail(ld, ECENET_ERR_FORMAT, "metadata '%s' is not a JSON object", which);
-    }
+    if (!(cj = meta_object(ld, which, cfg_txt, &s)))
+        return s;
     if ((s = check_config_keys(ld, cj, which, *research)) ||
         (s = parse_config(ld, cj, which, *research, c)) ||
         (*research && (s = parse_research(ld, cj, which, c)))) {

@@ -73,6 +73,19 @@ static int cmp_range(const void *pa, const void *pb)
     return 0;
 }
 
+long ecn_json_nul_escape(const char *json)
+{
+    for (const char *u = strstr(json, "\\u0000"); u; u = strstr(u + 1, "\\u0000")) {
+        const size_t at = (size_t)(u - json);
+        size_t nb = 1; /* backslashes ending at u: an odd count makes u an escape */
+        while (nb <= at && json[at - nb] == '\\')
+            nb++;
+        if (nb % 2)
+            return (long)at;
+    }
+    return -1;
+}
+
 /* Record a failure: message into err, errno set to e (see the top). */
 static void st_err(int e, char *err, size_t err_len, const char *fmt, ...) ECN_PRINTF(4, 5);
 static void st_err(int e, char *err, size_t err_len, const char *fmt, ...)
@@ -290,16 +303,12 @@ ecn_safetensors *ecn_st_open(const char *path, char *err, size_t err_len)
         st_err(EINVAL, err, err_len, "%s: header contains a NUL byte; corrupt file", path);
         goto fail;
     }
-    /* nor a \u0000 escape: a name or value would end there as a C string
-     * ("ecenet\u0000junk" would read as "ecenet") */
-    for (const char *u = strstr(hdr, "\\u0000"); u; u = strstr(u + 1, "\\u0000")) {
-        const size_t at = (size_t)(u - hdr);
-        size_t nb = 1; /* backslashes ending at u: an odd count makes u an escape */
-        while (nb <= at && hdr[at - nb] == '\\')
-            nb++;
-        if (nb % 2) {
+    /* nor a \u0000 escape ("ecenet\u0000junk" would read as "ecenet") */
+    {
+        const long at = ecn_json_nul_escape(hdr);
+        if (at >= 0) {
             st_err(EINVAL, err, err_len,
-                   "%s: header byte %zu: a \\u0000 escape (NUL) in a JSON string; corrupt file",
+                   "%s: header byte %ld: a \\u0000 escape (NUL) in a JSON string; corrupt file",
                    path, at);
             goto fail;
         }

@@ -39,4 +39,9 @@ ecn_tensor *ecn_st_find(const ecn_safetensors *st, const char *name);
 /* Metadata value by key, or NULL. */
 const char *ecn_st_meta(const ecn_safetensors *st, const char *key);
 
+/* Byte offset of the first \u0000 escape (a NUL) in JSON text, or -1.
+ * cJSON decodes it into its C strings, which then end there, so a name or
+ * value would be read cut short; the loaders refuse such text. */
+long ecn_json_nul_escape(const char *json);
+
 #endif
