@@ -42,13 +42,14 @@
  *   - Pairs at distance <= 1e-10 Å (any image, not i->i with n = 0) are an
  *     error naming the first such pair in list order.
  *   - Each list is limited to INT32_MAX entries (ECENET_ERR_INPUT beyond).
- *   - An atom more than 2^52 cells away from the cell is rejected.
+ *   - An atom more than 2^52 cells away from the cell is rejected (or 2^40
+ *     cells of a reduced basis, below).
  *   - A cell far from reduced (a perpendicular width much below its vectors'
  *     lengths) is searched in a reduced basis when that visits 8× fewer
- *     images (reduce_frame); the lists are those of the cell as given. An
- *     error about coincident atoms then names the image in the reduced
- *     basis. The device search's set-up (ecn_graph_setup) leaves such a
- *     cell to the host search (s->n = -1). */
+ *     images (reduce_frame); the lists and the errors (images, atoms too far
+ *     outside the cell) are those of the cell as given. The device search's
+ *     set-up (ecn_graph_setup) leaves such a cell to the host search
+ *     (s->n = -1). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
