@@ -398,6 +398,39 @@ static vec_entry *sorted_vectors(const ecn_pairlist *L, const double *pos)
     return t;
 }
 
+START_TEST(test_skewed_cells_random)
+{
+    /* One lattice written in random skewed bases b = U·a (U unimodular,
+     * three shears a_i += k·a_j, 6 <= |k| <= 30, of periodic rows), fully
+     * and partly periodic: against the brute force in the basis as written
+     * (order, images, shifts), whether or not the search reduces it */
+    const double base[9] = {7.5, 0.3, 0, -0.4, 8.0, 0.2, 0.5, -0.3, 9.0};
+    const int pbcs[3][3] = {{1, 1, 1}, {1, 1, 0}, {0, 1, 1}};
+    rng_seed(41);
+    for (int trial = 0; trial < 12; trial++) {
+        const int *pbc = pbcs[trial % 3];
+        double cell[9];
+        char name[64];
+        memcpy(cell, base, sizeof cell);
+        int ax[3], na = 0;
+        for (int a = 0; a < 3; a++)
+            if (pbc[a])
+                ax[na++] = a;
+        for (int sh = 0; sh < 3; sh++) {
+            const int q = (int)floor(rng_range(0, na)) % na, i = ax[q];
+            const int j = ax[(q + 1 + (int)floor(rng_range(0, na - 1)) % (na - 1)) % na];
+            const int k = (rng_range(0, 1) < 0.5 ? -1 : 1) * (6 + (int)floor(rng_range(0, 25)));
+            for (int c = 0; c < 3; c++)
+                cell[3 * i + c] += k * cell[3 * j + c];
+        }
+        double *p = random_positions(20, base, 0.0, -0.5, 1.5);
+        snprintf(name, sizeof name, "random skew %d", trial);
+        check_case(name, 20, p, cell, pbc, 5.0, 4.0, NULL);
+        free(p);
+    }
+}
+END_TEST
+
 START_TEST(test_skewed_cell_huge)
 {
     /* A 10 Å cube written with b = (1e8, 10, 0) = b_cube + 1e7·a: a 1e-6 Å
@@ -1199,6 +1232,7 @@ static Suite *graph_suite(void)
     tcase_add_test(tc, test_nonperiodic_wide);
     tcase_add_test(tc, test_periodic_cells);
     tcase_add_test(tc, test_skewed_cell_huge);
+    tcase_add_test(tc, test_skewed_cells_random);
     tcase_add_test(tc, test_periodic_binned);
     tcase_add_test(tc, test_mixed_pbc);
     tcase_add_test(tc, test_zero_row_nonperiodic_axis);
