@@ -383,21 +383,25 @@ nve_error "tiny mass" "tinymass\.extxyz:5: mass '1e-300' is not a number in \[1e
 sed '5s/ 2\.5 0\.1 / 2.5 1e300 /' "$tmp/moving.extxyz" >"$tmp/hugep.extxyz"
 nve_error "huge momenta" "hugep\.extxyz: the momenta give a kinetic energy that is not finite" \
     "$tmp/hugep.extxyz"
-# a bad option value is named with the reason
-nve_opt_error() { # ARGS... ; the last is the expected message
+# a bad option is named with its value and the reason, for nve, bench and profile
+opt_error() { # CMD ARGS... ; the last is the expected message; exit status 2
     local want=${!#}
-    ecenet nve --config small "${@:1:$#-1}" >/dev/null 2>"$tmp/err"
+    ecenet "${@:1:$#-1}" >/dev/null 2>"$tmp/err"
     rc=$?
     if [ "$rc" -eq 2 ] && head -n 1 "$tmp/err" | grep -qF -- "$want"; then
-        pass "nve: refused: $(head -n 1 "$tmp/err")"
+        pass "refused: $(head -n 1 "$tmp/err")"
     else
-        fail "nve ${*:1:$#-1}: exit status $rc, $(head -n 1 "$tmp/err"), expected '$want'"
+        fail "${*:1:$#-1}: exit status $rc, $(head -n 1 "$tmp/err"), expected '$want'"
     fi
 }
-nve_opt_error --dt 0 "--dt '0' is not a time step in [1e-06, 100] fs"
-nve_opt_error --mass H=1e7 "--mass 'H=1e7' has no mass in [1e-06, 1e+06] amu"
-nve_opt_error --mass h=1 "--mass 'h=1' does not start with an element symbol"
-nve_opt_error --steps "--steps needs a value"
+opt_error nve --config small --dt 0 "nve: --dt '0' is not a time step in [1e-06, 100] fs"
+opt_error nve --config small --mass H=1e7 "nve: --mass 'H=1e7' has no mass in [1e-06, 1e+06] amu"
+opt_error nve --config small --mass h=1 "nve: --mass 'h=1' does not start with an element symbol"
+opt_error nve --config small --steps "nve: --steps needs a value"
+opt_error bench --n-time 0 "bench: --n-time '0' is not an integer in [1, 64]"
+opt_error bench --frobnicate 1 "bench: --frobnicate is not an option"
+opt_error profile --config small --precision f16 "profile: --precision 'f16' is neither f64 nor f32"
+opt_error profile --config small --json "profile: --json needs a value"
 
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]

@@ -107,6 +107,32 @@ int ecn_cli_parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
+int ecn_cli_is_one_of(const char *s, const char *const *names)
+{
+    for (; *names; names++)
+        if (!strcmp(s, *names))
+            return 1;
+    return 0;
+}
+
+const char *ecn_cli_int_why(const char *s, int lo, int hi, int *out, char *buf, size_t len)
+{
+    if (ecn_cli_parse_int(s, lo, hi, out) == 0)
+        return NULL;
+    snprintf(buf, len, "is not an integer in [%d, %d]", lo, hi);
+    return buf;
+}
+
+int ecn_cli_opt_error(const char *cmd, const char *opt, const char *val, const char *why,
+                      const char *usage)
+{
+    if (val)
+        fprintf(stderr, "ecenet %s: %s '%s' %s\n%s", cmd, opt, val, why, usage);
+    else
+        fprintf(stderr, "ecenet %s: %s %s\n%s", cmd, opt, why, usage);
+    return 2;
+}
+
 /* One backend: median forward and joint times; forces kept for comparison. */
 static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, size_t n,
                     const double *pos, const double *cell, const int32_t *types, int n_warmup,
@@ -185,37 +211,40 @@ int ecn_cmd_bench(int argc, char **argv)
 {
     const char *config = "bench", *model_path = NULL, *list = NULL;
     int ndia = 3, n_warmup = 1, n_time = 3, seed = 1, chunk = 0;
+    static const char *const valued[] = {"--config", "--model",  "--backend", "--diamond",
+                                         "--n-warmup", "--n-time", "--seed", "--chunk-edges",
+                                         NULL};
     for (int k = 1; k < argc; k++) {
         const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
-        int bad = 0;
+        const char *why = NULL;
+        char buf[64];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(ecn_bench_usage, stdout);
             return 0;
-        } else if (!strcmp(a, "--config") && v) {
+        } else if (!ecn_cli_is_one_of(a, valued) || !v) {
+            return ecn_cli_opt_error("bench", a, NULL,
+                                     ecn_cli_is_one_of(a, valued) ? "needs a value"
+                                                                  : "is not an option",
+                                     ecn_bench_usage);
+        } else if (!strcmp(a, "--config")) {
             config = v;
-        } else if (!strcmp(a, "--model") && v) {
+        } else if (!strcmp(a, "--model")) {
             model_path = v;
-        } else if (!strcmp(a, "--backend") && v) {
+        } else if (!strcmp(a, "--backend")) {
             list = v;
-        } else if (!strcmp(a, "--diamond") && v) {
-            bad = ecn_cli_parse_int(v, 1, 100, &ndia);
-        } else if (!strcmp(a, "--n-warmup") && v) {
-            bad = ecn_cli_parse_int(v, 0, 1000, &n_warmup);
-        } else if (!strcmp(a, "--n-time") && v) {
-            bad = ecn_cli_parse_int(v, 1, MAX_RUNS, &n_time);
-        } else if (!strcmp(a, "--seed") && v) {
-            bad = ecn_cli_parse_int(v, 0, 1 << 30, &seed);
-        } else if (!strcmp(a, "--chunk-edges") && v) {
-            bad = ecn_cli_parse_int(v, 0, 1 << 30, &chunk);
+        } else if (!strcmp(a, "--diamond")) {
+            why = ecn_cli_int_why(v, 1, 100, &ndia, buf, sizeof buf);
+        } else if (!strcmp(a, "--n-warmup")) {
+            why = ecn_cli_int_why(v, 0, 1000, &n_warmup, buf, sizeof buf);
+        } else if (!strcmp(a, "--n-time")) {
+            why = ecn_cli_int_why(v, 1, MAX_RUNS, &n_time, buf, sizeof buf);
+        } else if (!strcmp(a, "--seed")) {
+            why = ecn_cli_int_why(v, 0, 1 << 30, &seed, buf, sizeof buf);
         } else {
-            fprintf(stderr, "ecenet bench: unknown or incomplete option '%s'\n%s", a,
-                    ecn_bench_usage);
-            return 2;
+            why = ecn_cli_int_why(v, 0, 1 << 30, &chunk, buf, sizeof buf); /* --chunk-edges */
         }
-        if (bad) {
-            fprintf(stderr, "ecenet bench: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
+        if (why)
+            return ecn_cli_opt_error("bench", a, v, why, ecn_bench_usage);
         k++;
     }
 

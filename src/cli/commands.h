@@ -2,6 +2,8 @@
 #ifndef ECN_CLI_COMMANDS_H
 #define ECN_CLI_COMMANDS_H
 
+#include <stddef.h>
+
 int ecn_cmd_bench(int argc, char **argv);
 extern const char ecn_bench_usage[];
 int ecn_cmd_profile(int argc, char **argv);
@@ -19,5 +21,12 @@ void ecn_cli_run_info(const struct ecenet_backend *const *bes, int n);
 /* bench.c, for the subcommands' options: *out = the decimal integer s if it
  * is one, whole, in lo..hi; returns 0, or -1 (out untouched) */
 int ecn_cli_parse_int(const char *s, int lo, int hi, int *out);
+/* whether s is one of the NULL-terminated names */
+int ecn_cli_is_one_of(const char *s, const char *const *names);
+/* NULL if s is an integer in [lo, hi] (stored in *out), else why not (in buf) */
+const char *ecn_cli_int_why(const char *s, int lo, int hi, int *out, char *buf, size_t len);
+/* "ecenet CMD: OPT 'VAL' WHY" (no value: "OPT WHY"), then the usage; returns 2 */
+int ecn_cli_opt_error(const char *cmd, const char *opt, const char *val, const char *why,
+                      const char *usage);
 
 #endif

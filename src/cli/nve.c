@@ -113,15 +113,6 @@ static int usage(const char *what, const char *arg)
     return 2;
 }
 
-/* option opt with value val (NULL: none given) is wrong: why */
-static int opt_error(const char *opt, const char *val, const char *why)
-{
-    if (val)
-        fprintf(stderr, "ecenet nve: %s '%s' %s\n%s", opt, val, why, ecn_nve_usage);
-    else
-        fprintf(stderr, "ecenet nve: %s %s\n%s", opt, why, ecn_nve_usage);
-    return 2;
-}
 
 static int parse_double(const char *s, double lo, double hi, double *out)
 {
@@ -377,7 +368,11 @@ int ecn_cmd_nve(int argc, char **argv)
     o.temp = 300.0;
     for (int k = 1; k < argc; k++) {
         const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
+        static const char *const valued[] = {"--model", "--config", "--backend", "--precision",
+                                             "--diamond", "--steps", "--every", "--seed",
+                                             "--dt", "--temperature", "--mass", NULL};
         const char *why = NULL;
+        char buf[64];
         int takes = 1;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(ecn_nve_usage, stdout);
@@ -390,14 +385,11 @@ int ecn_cmd_nve(int argc, char **argv)
             if (o.input)
                 return usage("more than one input file:", a);
             o.input = a, takes = 0;
-        } else if (!v) {
-            static const char *const valued[] = {"--model", "--config", "--backend", "--precision",
-                                                 "--diamond", "--steps", "--every", "--seed",
-                                                 "--dt", "--temperature", "--mass"};
-            why = "is not an option";
-            for (size_t q = 0; q < sizeof valued / sizeof *valued; q++)
-                if (!strcmp(a, valued[q]))
-                    why = "needs a value";
+        } else if (!ecn_cli_is_one_of(a, valued) || !v) {
+            return ecn_cli_opt_error("nve", a, NULL,
+                                     ecn_cli_is_one_of(a, valued) ? "needs a value"
+                                                                  : "is not an option",
+                                     ecn_nve_usage);
         } else if (!strcmp(a, "--model")) {
             o.model_path = v;
         } else if (!strcmp(a, "--config")) {
@@ -412,28 +404,23 @@ int ecn_cmd_nve(int argc, char **argv)
             else
                 why = "is neither f64 nor f32";
         } else if (!strcmp(a, "--diamond")) {
-            why = ecn_cli_parse_int(v, 1, 100, &o.ndia) ? "is not an integer in [1, 100]" : NULL;
+            why = ecn_cli_int_why(v, 1, 100, &o.ndia, buf, sizeof buf);
         } else if (!strcmp(a, "--steps")) {
-            why = ecn_cli_parse_int(v, 1, MAX_STEPS, &o.steps) ? "is not an integer in [1, 10000000]"
-                                                              : NULL;
+            why = ecn_cli_int_why(v, 1, MAX_STEPS, &o.steps, buf, sizeof buf);
         } else if (!strcmp(a, "--every")) {
-            why = ecn_cli_parse_int(v, 1, MAX_STEPS, &o.every) ? "is not an integer in [1, 10000000]"
-                                                              : NULL;
+            why = ecn_cli_int_why(v, 1, MAX_STEPS, &o.every, buf, sizeof buf);
         } else if (!strcmp(a, "--seed")) {
-            why = ecn_cli_parse_int(v, 0, 1 << 30, &o.seed) ? "is not an integer in [0, 2^30]" : NULL;
+            why = ecn_cli_int_why(v, 0, 1 << 30, &o.seed, buf, sizeof buf);
         } else if (!strcmp(a, "--dt")) {
             why = parse_double(v, 1e-6, 100.0, &o.dt_fs) ? "is not a time step in [1e-06, 100] fs"
                                                         : NULL;
         } else if (!strcmp(a, "--temperature")) {
             why = parse_double(v, 0.0, 1e6, &o.temp) ? "is not a temperature in [0, 1e+06] K" : NULL;
-        } else if (!strcmp(a, "--mass")) {
-            why = parse_mass(v, &o);
         } else {
-            why = "is not an option";
-            v = NULL;
+            why = parse_mass(v, &o); /* --mass */
         }
         if (why)
-            return opt_error(a, v, why);
+            return ecn_cli_opt_error("nve", a, v, why, ecn_nve_usage);
         k += takes;
     }
     if (!!o.config == !!o.model_path) {

@@ -540,7 +540,12 @@ int ecn_cmd_profile(int argc, char **argv)
     const char *config = NULL, *model_path = NULL;
     for (int k = 1; k < argc; k++) {
         const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
-        int bad = 0, takes = 1;
+        static const char *const valued[] = {"--model", "--config", "--backend", "--precision",
+                                             "--json", "--diamond", "--n-warmup", "--n-time",
+                                             "--profile-rows", "--seed", NULL};
+        const char *why = NULL;
+        char buf[64];
+        int takes = 1;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(ecn_profile_usage, stdout);
             return 0;
@@ -554,8 +559,11 @@ int ecn_cmd_profile(int argc, char **argv)
             o.op_profile = 1, takes = 0;
         } else if (a[0] != '-') {
             o.input = a, takes = 0;
-        } else if (!v) {
-            bad = 1;
+        } else if (!ecn_cli_is_one_of(a, valued) || !v) {
+            return ecn_cli_opt_error("profile", a, NULL,
+                                     ecn_cli_is_one_of(a, valued) ? "needs a value"
+                                                                  : "is not an option",
+                                     ecn_profile_usage);
         } else if (!strcmp(a, "--model")) {
             model_path = v;
         } else if (!strcmp(a, "--config")) {
@@ -568,27 +576,22 @@ int ecn_cmd_profile(int argc, char **argv)
             else if (!strcmp(v, "f32"))
                 o.prec = ECENET_F32;
             else
-                bad = 1;
+                why = "is neither f64 nor f32";
         } else if (!strcmp(a, "--json")) {
             o.json = v;
         } else if (!strcmp(a, "--diamond")) {
-            bad = ecn_cli_parse_int(v, 1, 100, &o.ndia);
+            why = ecn_cli_int_why(v, 1, 100, &o.ndia, buf, sizeof buf);
         } else if (!strcmp(a, "--n-warmup")) {
-            bad = ecn_cli_parse_int(v, 0, 1000, &o.n_warmup);
+            why = ecn_cli_int_why(v, 0, 1000, &o.n_warmup, buf, sizeof buf);
         } else if (!strcmp(a, "--n-time")) {
-            bad = ecn_cli_parse_int(v, 1, MAX_RUNS, &o.n_time);
+            why = ecn_cli_int_why(v, 1, MAX_RUNS, &o.n_time, buf, sizeof buf);
         } else if (!strcmp(a, "--profile-rows")) {
-            bad = ecn_cli_parse_int(v, 1, 10000, &o.rows);
-        } else if (!strcmp(a, "--seed")) {
-            bad = ecn_cli_parse_int(v, 0, 1 << 30, &o.seed);
+            why = ecn_cli_int_why(v, 1, 10000, &o.rows, buf, sizeof buf);
         } else {
-            bad = 1;
+            why = ecn_cli_int_why(v, 0, 1 << 30, &o.seed, buf, sizeof buf); /* --seed */
         }
-        if (bad) {
-            fprintf(stderr, "ecenet profile: bad or incomplete option '%s'\n%s", a,
-                    ecn_profile_usage);
-            return 2;
-        }
+        if (why)
+            return ecn_cli_opt_error("profile", a, v, why, ecn_profile_usage);
         k += takes;
     }
     if (!!config == !!model_path) {
