@@ -115,6 +115,14 @@ int ecn_cli_is_one_of(const char *s, const char *const *names)
     return 0;
 }
 
+int ecn_cli_check_valued(const char *cmd, const char *a, const char *v,
+                         const char *const *valued, const char *usage)
+{
+    if (!ecn_cli_is_one_of(a, valued))
+        return ecn_cli_opt_error(cmd, a, NULL, "is not an option", usage);
+    return v ? 0 : ecn_cli_opt_error(cmd, a, NULL, "needs a value", usage);
+}
+
 const char *ecn_cli_int_why(const char *s, int lo, int hi, int *out, char *buf, size_t len)
 {
     if (ecn_cli_parse_int(s, lo, hi, out) == 0)
@@ -221,11 +229,8 @@ int ecn_cmd_bench(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(ecn_bench_usage, stdout);
             return 0;
-        } else if (!ecn_cli_is_one_of(a, valued) || !v) {
-            return ecn_cli_opt_error("bench", a, NULL,
-                                     ecn_cli_is_one_of(a, valued) ? "needs a value"
-                                                                  : "is not an option",
-                                     ecn_bench_usage);
+        } else if (ecn_cli_check_valued("bench", a, v, valued, ecn_bench_usage)) {
+            return 2;
         } else if (!strcmp(a, "--config")) {
             config = v;
         } else if (!strcmp(a, "--model")) {

@@ -23,6 +23,10 @@ void ecn_cli_run_info(const struct ecenet_backend *const *bes, int n);
 int ecn_cli_parse_int(const char *s, int lo, int hi, int *out);
 /* whether s is one of the NULL-terminated names */
 int ecn_cli_is_one_of(const char *s, const char *const *names);
+/* 0 if option a is one of the NULL-terminated valued and has a value v;
+ * else 2, with "is not an option" or "needs a value" and the usage printed */
+int ecn_cli_check_valued(const char *cmd, const char *a, const char *v,
+                         const char *const *valued, const char *usage);
 /* NULL if s is an integer in [lo, hi] (stored in *out), else why not (in buf) */
 const char *ecn_cli_int_why(const char *s, int lo, int hi, int *out, char *buf, size_t len);
 /* "ecenet CMD: OPT 'VAL' WHY" (no value: "OPT WHY"), then the usage; returns 2 */

@@ -385,11 +385,8 @@ int ecn_cmd_nve(int argc, char **argv)
             if (o.input)
                 return usage("more than one input file:", a);
             o.input = a, takes = 0;
-        } else if (!ecn_cli_is_one_of(a, valued) || !v) {
-            return ecn_cli_opt_error("nve", a, NULL,
-                                     ecn_cli_is_one_of(a, valued) ? "needs a value"
-                                                                  : "is not an option",
-                                     ecn_nve_usage);
+        } else if (ecn_cli_check_valued("nve", a, v, valued, ecn_nve_usage)) {
+            return 2;
         } else if (!strcmp(a, "--model")) {
             o.model_path = v;
         } else if (!strcmp(a, "--config")) {

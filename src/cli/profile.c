@@ -559,11 +559,8 @@ int ecn_cmd_profile(int argc, char **argv)
             o.op_profile = 1, takes = 0;
         } else if (a[0] != '-') {
             o.input = a, takes = 0;
-        } else if (!ecn_cli_is_one_of(a, valued) || !v) {
-            return ecn_cli_opt_error("profile", a, NULL,
-                                     ecn_cli_is_one_of(a, valued) ? "needs a value"
-                                                                  : "is not an option",
-                                     ecn_profile_usage);
+        } else if (ecn_cli_check_valued("profile", a, v, valued, ecn_profile_usage)) {
+            return 2;
         } else if (!strcmp(a, "--model")) {
             model_path = v;
         } else if (!strcmp(a, "--config")) {
