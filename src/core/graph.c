@@ -192,6 +192,19 @@ static void inv3(const double m[9], double det, double inv[9])
     inv[8] = (m[0] * m[4] - m[1] * m[3]) / det;
 }
 
+/* component k of x·inv: a fractional coordinate (x a position, inv a frame's
+ * inverse) */
+static double frac_of(const double x[3], const double inv[9], int k)
+{
+    return x[0] * inv[k] + x[1] * inv[3 + k] + x[2] * inv[6 + k];
+}
+
+/* |b_k|, the norm of column k of the inverse = 1 / perpendicular width k */
+static double recip_norm(const double inv[9], int k)
+{
+    return sqrt(inv[k] * inv[k] + inv[3 + k] * inv[3 + k] + inv[6 + k] * inv[6 + k]);
+}
+
 /* ---- skewed cells ------------------------------------------------------------
  * A cell such as a = (10,0,0), b = (1e8,10,0) is a valid 10 Å cube written
  * with a skewed vector, but its perpendicular width along a is 1e-6 Å, so
@@ -210,8 +223,7 @@ static double image_cost(const double inv[9], const int per[3], double r)
     double c = 1.0;
     for (int k = 0; k < 3; k++)
         if (per[k])
-            c *= 2.0 * ceil(r * sqrt(inv[k] * inv[k] + inv[3 + k] * inv[3 + k] +
-                                     inv[6 + k] * inv[6 + k])) + 1.0;
+            c *= 2.0 * ceil(r * recip_norm(inv, k)) + 1.0;
     return c;
 }
 
@@ -306,24 +318,16 @@ static int unreduce_list(ecn_pairlist *L, size_t n_atoms, const double *cell, co
         return -1;
     }
     for (int64_t k = 0; k < L->n; k++) {
-        const double *s = &L->shift[3 * k];
-        uint64_t nr[3]; /* wrap-around: terms may exceed int64, n = n_R·U does not */
-        for (int c = 0; c < 3; c++)
-            nr[c] = per[c] ? (uint64_t)(int64_t)nearbyint(s[0] * invr[c] + s[1] * invr[3 + c] +
-                                                          s[2] * invr[6 + c])
-                           : 0;
         t[k].dst = L->dst[k];
         for (int c = 0; c < 3; c++)
-            t[k].n[c] = (int64_t)(nr[0] * (uint64_t)U[c] + nr[1] * (uint64_t)U[3 + c] +
-                                  nr[2] * (uint64_t)U[6 + c]);
+            t[k].n[c] = per[c] ? (int64_t)nearbyint(frac_of(&L->shift[3 * k], invr, c)) : 0;
+        ecn_image_unreduce(U, t[k].n);
     }
     for (size_t a = 0; a < n_atoms; a++)
         qsort(t + L->src_ptr[a], (size_t)(L->src_ptr[a + 1] - L->src_ptr[a]), sizeof *t, img_cmp);
     for (int64_t k = 0; k < L->n; k++) {
         L->dst[k] = t[k].dst;
-        for (int c = 0; c < 3; c++) /* as graph_search.c's image_shift */
-            L->shift[3 * k + c] = (double)t[k].n[0] * cell[c] + (double)t[k].n[1] * cell[3 + c] +
-                                  (double)t[k].n[2] * cell[6 + c];
+        ecn_image_shift(t[k].n, cell, &L->shift[3 * k]);
     }
     for (size_t a = 0; a < n_atoms; a++)
         fill[a] = L->dst_ptr[a];
@@ -815,7 +819,7 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     }
     /* |b_k| = norm of column k of the inverse = 1 / perpendicular width. */
     for (k = 0; k < 3; k++)
-        bnorm[k] = sqrt(inv[k] * inv[k] + inv[3 + k] * inv[3 + k] + inv[6 + k] * inv[6 + k]);
+        bnorm[k] = recip_norm(inv, k);
 
     par = threads > 1 && n >= ECN_PAR_MIN_ATOMS;
     if (!par)
@@ -841,13 +845,12 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
             double fr[3];
             int kk;
             for (kk = 0; kk < 3; kk++) {
-                double fa = xp[0] * inv[kk] + xp[1] * inv[3 + kk] + xp[2] * inv[6 + kk];
+                double fa = frac_of(xp, inv, kk);
                 int64_t o = 0;
                 if (per[kk]) {
                     double fl;
                     if (!(fabs(fa) < maxfrac) ||
-                        !(fabs(xp[0] * inv0[kk] + xp[1] * inv0[3 + kk] + xp[2] * inv0[6 + kk]) <
-                          ECN_MAX_FRAC)) {
+                        (reduced && !(fabs(frac_of(xp, inv0, kk)) < ECN_MAX_FRAC))) {
                         bad = 1;  /* reported below */
                         fa = 0.0;
                     }
@@ -875,10 +878,8 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
         if (bad)  /* the first atom too far outside */
             for (i = 0; i < n; i++)
                 for (k = 0; k < 3; k++) {
-                    const double fa = pos[3 * i] * inv[k] + pos[3 * i + 1] * inv[3 + k] +
-                                      pos[3 * i + 2] * inv[6 + k];
-                    const double f0 = pos[3 * i] * inv0[k] + pos[3 * i + 1] * inv0[3 + k] +
-                                      pos[3 * i + 2] * inv0[6 + k];
+                    const double fa = frac_of(&pos[3 * i], inv, k);
+                    const double f0 = frac_of(&pos[3 * i], inv0, k);
                     if (per[k] && (!(fabs(fa) < maxfrac) || !(fabs(f0) < ECN_MAX_FRAC)))
                         return ecn_fail(err, err_len, ECENET_ERR_INPUT,
                                         "atom %zu lies too far outside the cell (fractional coordinate %g)",

@@ -108,6 +108,15 @@ ECN_INLINE void image_shift(const int64_t nn[3], const double *C, double sh[3])
         sh[k] = (double)nn[0] * C[0 + k] + (double)nn[1] * C[3 + k] + (double)nn[2] * C[6 + k];
 }
 
+void ecn_image_shift(const int64_t n[3], const double *C, double sh[3]) { image_shift(n, C, sh); }
+
+void ecn_image_unreduce(const int64_t U[9], int64_t n[3])
+{
+    const uint64_t a = (uint64_t)n[0], b = (uint64_t)n[1], c = (uint64_t)n[2];
+    for (int k = 0; k < 3; k++)
+        n[k] = (int64_t)(a * (uint64_t)U[k] + b * (uint64_t)U[3 + k] + c * (uint64_t)U[6 + k]);
+}
+
 /* Squared length of d = xj - xi + sh, always with this expression. */
 ECN_INLINE double dist2(const double *xi, const double *xj, const double sh[3])
 {
@@ -858,12 +867,8 @@ ecenet_status ecn_search_coincide_error(const ecn_search *x, int32_t i, uint64_t
     const int32_t j = key_decode(x, i, key, n);
     image_shift(n, x->C, sh);
     r = sqrt(dist2(&x->pos[3 * (size_t)i], &x->pos[3 * (size_t)j], sh));
-    if (x->U) { /* the image in the cell as given (wrap-around: terms may exceed int64) */
-        const uint64_t a = (uint64_t)n[0], b = (uint64_t)n[1], c = (uint64_t)n[2];
-        for (int k = 0; k < 3; k++)
-            n[k] = (int64_t)(a * (uint64_t)x->U[k] + b * (uint64_t)x->U[3 + k] +
-                             c * (uint64_t)x->U[6 + k]);
-    }
+    if (x->U) /* the image in the cell as given */
+        ecn_image_unreduce(x->U, n);
     if (j == i)
         return ecn_fail(err, err_len, ECENET_ERR_INPUT,
                         "atom %d coincides with its own periodic image (%lld, %lld, %lld) "

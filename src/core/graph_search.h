@@ -99,6 +99,13 @@ int ecn_search_atoms(const ecn_search *x, ecn_search_ws *ws, int64_t q0, int64_t
 void ecn_search_emit(const ecn_search *x, int32_t i, const uint64_t *keys, int64_t nk,
                      ecn_pairlist *el, int64_t pe, ecn_pairlist *nl, int64_t pn);
 
+/* Shift vector n·C, with the expression the search uses (graph.c recomputes
+ * the shifts of a reduced cell's lists with it) */
+void ecn_image_shift(const int64_t n[3], const double *C, double sh[3]);
+/* n (an image in a reduced basis R = U·cell) -> n·U, its image in the cell
+ * as given; wrap-around arithmetic: terms may exceed int64, the result not */
+void ecn_image_unreduce(const int64_t U[9], int64_t n[3]);
+
 /* The error for the coincident candidate `key` of atom i. */
 ecenet_status ecn_search_coincide_error(const ecn_search *x, int32_t i, uint64_t key, char *err,
                                         size_t err_len);
