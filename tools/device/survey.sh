@@ -18,9 +18,9 @@
 # alternated twice, ncu durations): about 4 minutes more.
 #   bash tools/device/survey.sh      (on the device, after pack.sh here)
 #   AB=ECENET_FRAME_ASYNC=1 bash tools/device/survey.sh
-# LEAN=1 (with AB) runs only check_cuda and the switch's essentials: golden
-# on the TF32 and fp64 rows, the bench A/B, the ops case on fp64, racecheck
-# and memcheck; for a call with little device time left.
+# LEAN=1 (with AB) runs only check_cuda and the A/B block without its
+# cuda:f32 golden row and ncu (racecheck limited to 100 s); for a call with
+# little device time left.
 # QUICK=1 skips what re-validates unchanged default kernels (the golden
 # cases through three modes, their memcheck, determinism, the two-mode
 # bench, nve, the TF32 ops case, the ncu sections): about
@@ -37,21 +37,7 @@ cases() { # ROW CASE LOG [ENV...]: one check_backends case
 }
 sec "check_cuda"
 timeout 60 ./check_cuda > $L/check_cuda.log 2>&1; echo "rc=$?"; tail -1 $L/check_cuda.log
-if [[ -n $LEAN && -n $AB ]]; then # the switch's essentials, most telling first (~4-5 min)
-  sec "LEAN A/B: golden with $AB"
-  for row in cuda:f32+tf32 cuda:f64; do cases $row golden golden_ab_${row//[^a-z0-9]/_}.log $AB; done
-  sec "LEAN A/B: bench, default and $AB alternated twice"
-  for rep in 1 2; do for x in "" "$AB"; do
-    env $x timeout 60 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/[${x:-default}] /"
-  done; done
-  sec "LEAN A/B: ops on cuda:f64"; cases cuda:f64 ops ops_f64.log
-  sec "LEAN A/B: racecheck, memcheck with $AB"
-  env $AB timeout 100 compute-sanitizer --tool racecheck --print-limit 20 ./ecenet bench --config small --diamond 2 --backend cuda:f32+nlist --n-warmup 0 --n-time 1 > $L/rc_ab.log 2>&1
-  echo "rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|hazard" $L/rc_ab.log | head -3
-  env $AB timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist,cuda:f64+nlist --n-warmup 0 --n-time 1 > $L/mc_ab.log 2>&1
-  echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $L/mc_ab.log | head -3
-  sec "done (LEAN)"; exit 0
-fi
+[[ -n $LEAN ]] && QUICK=1 # LEAN: the A/B block only (below)
 for t in $([[ -z $QUICK ]] && echo 3 1 2); do
   sec "golden cuda:f32+tf32 ECENET_LAYER_TC=$t"; cases cuda:f32+tf32 golden golden$t.log ECENET_LAYER_TC=$t
 done
@@ -62,18 +48,19 @@ for t in $([[ -z $QUICK ]] && echo 3 1); do
 done
 if [[ -n $AB ]]; then # a candidate switch against the default
   sec "A/B: golden with $AB"
-  for row in cuda:f32+tf32 cuda:f32 cuda:f64; do cases $row golden golden_ab_${row//[^a-z0-9]/_}.log $AB; done
+  for row in cuda:f32+tf32 $([[ -z $LEAN ]] && echo cuda:f32) cuda:f64; do cases $row golden golden_ab_${row//[^a-z0-9]/_}.log $AB; done
   sec "A/B: ops on cuda:f64 (with the switch off: the tests set it themselves)"
   cases cuda:f64 ops ops_f64.log
   sec "A/B: memcheck and racecheck with $AB"
   env $AB timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist,cuda:f64+nlist --n-warmup 0 --n-time 1 > $L/mc_ab.log 2>&1
   echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $L/mc_ab.log | head -3
-  env $AB timeout 150 compute-sanitizer --tool racecheck --print-limit 20 ./ecenet bench --config small --diamond 2 --backend cuda:f32+nlist --n-warmup 0 --n-time 1 > $L/rc_ab.log 2>&1
+  env $AB timeout $([[ -n $LEAN ]] && echo 100 || echo 150) compute-sanitizer --tool racecheck --print-limit 20 ./ecenet bench --config small --diamond 2 --backend cuda:f32+nlist --n-warmup 0 --n-time 1 > $L/rc_ab.log 2>&1
   echo "rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|hazard" $L/rc_ab.log | head -3
   sec "A/B: bench, default and $AB alternated twice"
   for rep in 1 2; do for x in "" "$AB"; do
     env $x timeout 60 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/[${x:-default}] /"
   done; done
+  [[ -n $LEAN ]] && { sec "done (LEAN)"; exit 0; }
   sec "A/B: ncu kernel durations with $AB"
   env $AB timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum --csv ./ecenet bench --config bench --diamond 4 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $L/ncu_ab.csv 2>/dev/null; echo "rc=$?"
 fi
