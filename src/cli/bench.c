@@ -123,6 +123,17 @@ int ecn_cli_check_valued(const char *cmd, const char *a, const char *v,
     return v ? 0 : ecn_cli_opt_error(cmd, a, NULL, "needs a value", usage);
 }
 
+const char *ecn_cli_precision_why(const char *s, ecenet_precision *p)
+{
+    if (!strcmp(s, "f64"))
+        *p = ECENET_F64;
+    else if (!strcmp(s, "f32"))
+        *p = ECENET_F32;
+    else
+        return "is neither f64 nor f32";
+    return NULL;
+}
+
 const char *ecn_cli_int_why(const char *s, int lo, int hi, int *out, char *buf, size_t len)
 {
     if (ecn_cli_parse_int(s, lo, hi, out) == 0)

@@ -3,6 +3,7 @@
 #define ECN_CLI_COMMANDS_H
 
 #include <stddef.h>
+#include "ecenet.h"
 
 int ecn_cmd_bench(int argc, char **argv);
 extern const char ecn_bench_usage[];
@@ -27,6 +28,8 @@ int ecn_cli_is_one_of(const char *s, const char *const *names);
  * else 2, with "is not an option" or "needs a value" and the usage printed */
 int ecn_cli_check_valued(const char *cmd, const char *a, const char *v,
                          const char *const *valued, const char *usage);
+/* NULL if s is "f64" or "f32" (stored in *p), else why not */
+const char *ecn_cli_precision_why(const char *s, ecenet_precision *p);
 /* NULL if s is an integer in [lo, hi] (stored in *out), else why not (in buf) */
 const char *ecn_cli_int_why(const char *s, int lo, int hi, int *out, char *buf, size_t len);
 /* "ecenet CMD: OPT 'VAL' WHY" (no value: "OPT WHY"), then the usage; returns 2 */

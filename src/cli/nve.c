@@ -394,12 +394,7 @@ int ecn_cmd_nve(int argc, char **argv)
         } else if (!strcmp(a, "--backend")) {
             o.backend = v;
         } else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "f64"))
-                o.prec = ECENET_F64;
-            else if (!strcmp(v, "f32"))
-                o.prec = ECENET_F32;
-            else
-                why = "is neither f64 nor f32";
+            why = ecn_cli_precision_why(v, &o.prec);
         } else if (!strcmp(a, "--diamond")) {
             why = ecn_cli_int_why(v, 1, 100, &o.ndia, buf, sizeof buf);
         } else if (!strcmp(a, "--steps")) {

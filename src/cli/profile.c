@@ -162,7 +162,8 @@ static void capture_free(capture_t *c)
 
 typedef struct {
     const char *model_name, *input, *backend, *json;
-    int prec, tf32, lowmem, dev_nl, n_warmup, n_time, op_profile, rows, ndia, seed;
+    ecenet_precision prec;
+    int tf32, lowmem, dev_nl, n_warmup, n_time, op_profile, rows, ndia, seed;
 } opts_t;
 
 static void print_table(const char *title, ecn_prof_row *rows, size_t n, int limit,
@@ -568,12 +569,7 @@ int ecn_cmd_profile(int argc, char **argv)
         } else if (!strcmp(a, "--backend")) {
             o.backend = v;
         } else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "f64"))
-                o.prec = ECENET_F64;
-            else if (!strcmp(v, "f32"))
-                o.prec = ECENET_F32;
-            else
-                why = "is neither f64 nor f32";
+            why = ecn_cli_precision_why(v, &o.prec);
         } else if (!strcmp(a, "--json")) {
             o.json = v;
         } else if (!strcmp(a, "--diamond")) {
