@@ -191,11 +191,12 @@ static ecenet_status check_args(ecenet_ctx *ctx, const ecenet_system *s, const e
         if (!s->cell)
             return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT,
                             "stress requested but the system has no cell");
-        if (!(fabs(det3(s->cell)) >= 1e-12))
+        const double vol = fabs(det3(s->cell));
+        if (!(vol >= 1e-12))
             return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT,
                             "stress requested but the cell's volume is %g Å^3 (below 1e-12 Å^3: "
                             "a degenerate or zero lattice)",
-                            fabs(det3(s->cell)));
+                            vol);
     }
     return ECENET_OK;
 }
