@@ -1367,6 +1367,9 @@ START_TEST(test_bad_config)
     expect_fail(diamond_edit("\"energy_reference\":\"{\\\"C\\\": 0.0}\"",
                              "\"energy_reference\":\"{\\\"C\\\": 0.0, \\\"C\\\": 1.0}\""),
                 ECENET_ERR_FORMAT, "energy_reference: 'C' given twice", NULL);
+    /* ... and in the configuration (its lookups would see only the first) */
+    expect_fail(diamond_edit("\\\"n_types\\\": 1,", "\\\"n_types\\\": 1, \\\"n_types\\\": 2,"),
+                ECENET_ERR_FORMAT, "config_resolved: 'n_types' given twice", NULL);
     expect_fail(diamond_edit("\\\"analytic_ace_basis\\\": true", "\\\"analytic_ace_basis\\\": \\\"x\\\""),
                 ECENET_ERR_FORMAT, "key 'analytic_ace_basis' is \"x\", not true or false", NULL);
     /* ... also inside a metadata value's own JSON ({"C\u0000x": 0} read as {"C": 0}) */

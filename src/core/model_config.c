@@ -600,8 +600,9 @@ static ecenet_status check_config_keys(ecn_loader *ld, const cJSON *cfg, const c
     return ECENET_OK;
 }
 
-/* A metadata value that must be a JSON object; NULL with *st set (message
- * naming the key) otherwise. A \u0000 escape would cut a name short. */
+/* A metadata value that must be a JSON object, without a \u0000 escape (it
+ * would cut a name short) or a key given twice; NULL with *st set (message
+ * naming the metadata key) otherwise. */
 static cJSON *meta_object(ecn_loader *ld, const char *key, const char *txt, ecenet_status *st)
 {
     const long at = ecn_json_nul_escape(txt);
@@ -617,6 +618,14 @@ static cJSON *meta_object(ecn_loader *ld, const char *key, const char *txt, ecen
         *st = ecn_ld_fail(ld, ECENET_ERR_FORMAT, "metadata '%s' is not a JSON object", key);
         return NULL;
     }
+    /* a key given twice: cJSON keeps both and lookups see only the first */
+    for (const cJSON *v = j->child; v; v = v->next)
+        for (const cJSON *w = j->child; w != v; w = w->next)
+            if (strcmp(w->string, v->string) == 0) {
+                *st = ecn_ld_fail(ld, ECENET_ERR_FORMAT, "%s: '%s' given twice", key, v->string);
+                cJSON_Delete(j);
+                return NULL;
+            }
     return j;
 }
 
@@ -719,14 +728,6 @@ static ecenet_status parse_energy_meta(ecn_loader *ld)
                                 "energy_reference: unknown element symbol '%s'", v->string);
                 break;
             }
-            for (const cJSON *w = j->child; w != v; w = w->next)
-                if (strcmp(w->string, v->string) == 0) {
-                    s = ecn_ld_fail(ld, ECENET_ERR_FORMAT, "energy_reference: '%s' given twice",
-                                    v->string);
-                    break;
-                }
-            if (s)
-                break;
             if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
                 s = ecn_ld_fail(ld, ECENET_ERR_FORMAT,
                                 "energy_reference: value for '%s' is not a finite number",
