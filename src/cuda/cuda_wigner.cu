@@ -8,88 +8,66 @@
 
 namespace ecn_cu {
 
-struct dual {
-    double v, g[3];
+/* A forward-mode dual number along one axis of r̂: the VJP's three lanes
+ * each carry one derivative (one lane carrying all three held 36 doubles in
+ * registers and ran the chart alone). */
+struct dual1 {
+    double v, g;
 };
-
-__device__ static inline dual dconst(double v)
+__device__ static inline dual1 operator+(dual1 a, dual1 b) { return {a.v + b.v, a.g + b.g}; }
+__device__ static inline dual1 operator*(dual1 a, dual1 b)
 {
-    dual r;
-    r.v = v;
-    r.g[0] = r.g[1] = r.g[2] = 0.0;
-    return r;
+    return {a.v * b.v, a.g * b.v + a.v * b.g};
 }
-__device__ static inline dual dvar(double v, int k)
+__device__ static inline dual1 operator/(dual1 a, dual1 b)
 {
-    dual r = dconst(v);
-    r.g[k] = 1.0;
-    return r;
+    const double v = a.v / b.v;
+    return {v, (a.g - v * b.g) / b.v};
 }
-__device__ static inline dual dmul(dual a, dual b)
+__device__ static inline dual1 operator-(dual1 a) { return {-a.v, -a.g}; }
+__device__ static inline dual1 nsqrt(dual1 a)
 {
-    dual r;
-    r.v = a.v * b.v;
-    for (int k = 0; k < 3; k++)
-        r.g[k] = a.g[k] * b.v + a.v * b.g[k];
-    return r;
+    const double s = sqrt(a.v);
+    return {s, a.g / (2.0 * s)};
 }
-__device__ static inline dual ddiv(dual a, dual b)
+__device__ static inline double nsqrt(double a) { return sqrt(a); }
+/* r̂'s component c as a number: for dual1 the variable along axis k */
+template <typename N> __device__ static inline N var(double v, int c, int k);
+template <> __device__ inline double var<double>(double v, int, int) { return v; }
+template <> __device__ inline dual1 var<dual1>(double v, int c, int k)
 {
-    dual r;
-    r.v = a.v / b.v;
-    for (int k = 0; k < 3; k++)
-        r.g[k] = (a.g[k] - r.v * b.g[k]) / b.v;
-    return r;
-}
-__device__ static inline dual dneg(dual a)
-{
-    for (int k = 0; k < 3; k++)
-        a.g[k] = -a.g[k];
-    a.v = -a.v;
-    return a;
-}
-__device__ static inline dual dsqrt(dual a)
-{
-    dual r;
-    r.v = sqrt(a.v);
-    for (int k = 0; k < 3; k++)
-        r.g[k] = a.g[k] / (2.0 * r.v);
-    return r;
-}
-__device__ static inline dual dadd(dual a, dual b)
-{
-    a.v += b.v;
-    for (int k = 0; k < 3; k++)
-        a.g[k] += b.g[k];
-    return a;
+    return {v, c == k ? 1.0 : 0.0};
 }
 
-/* D¹[g][k] (rows g in (y,z,x)); chart A (|r̂x| < 0.9): reference axis x̂, else ŷ */
-__device__ static void d1_from_rhat(const double rh[3], dual D[9])
+/* D¹[g][k] (rows g in (y,z,x)); chart A (|r̂x| < 0.9): reference axis x̂, else ŷ.
+ * N = double for the values (forward), dual1 for one column of dD¹/dr̂ (VJP);
+ * the same operations in the same order as ref's wigner_d1.h. */
+template <typename N> __device__ static void d1_from_rhat(const double rh[3], int k, N D[9])
 {
-    dual x = dvar(rh[0], 0), y = dvar(rh[1], 1), z = dvar(rh[2], 2);
+    const N x = var<N>(rh[0], 0, k), y = var<N>(rh[1], 1, k), z = var<N>(rh[2], 2, k);
+    const N zero = var<N>(0.0, -1, k);
     if (fabs(rh[0]) < 0.9) {
-        dual s = dsqrt(dadd(dmul(y, y), dmul(z, z)));
-        D[0] = ddiv(z, s);
+        const N s = nsqrt(y * y + z * z);
+        D[0] = z / s;
         D[1] = y;
-        D[2] = dneg(ddiv(dmul(x, y), s));
-        D[3] = dneg(ddiv(y, s));
+        D[2] = -(x * y / s);
+        D[3] = -(y / s);
         D[4] = z;
-        D[5] = dneg(ddiv(dmul(x, z), s));
-        D[6] = dconst(0.0);
+        D[5] = -(x * z / s);
+        D[6] = zero;
         D[7] = x;
         D[8] = s;
     } else {
-        dual s = dsqrt(dadd(dmul(x, x), dmul(z, z)));
-        D[0] = dconst(0.0);
+        const N s = nsqrt(x * x + z * z);
+        D[0] = zero;
         D[1] = y;
         D[2] = s;
-        D[3] = ddiv(x, s);
+        D[3] = x / s;
         D[4] = z;
-        D[5] = dneg(ddiv(dmul(y, z), s));
-        D[6] = dneg(ddiv(z, s));
+        D[5] = -(y * z / s);
+        D[6] = -(z / s);
         D[7] = x;
-        D[8] = dneg(ddiv(dmul(x, y), s));
+        D[8] = -(x * y / s);
     }
 }
 
@@ -115,13 +93,43 @@ static inline int vjp_warp_doubles(int L)
     return (v + 1) & ~1;
 }
 
-template <typename T>
-__global__ void wigner_fwd_k(int64_t E, int L, int ND, const T *cg, const T *d, const T *r, T *D,
-                             int wdoubles)
+/* Kernels specialised for l_max = LT <= WIG_LT: every loop bound is then a
+ * compile-time constant, so a lane's dot products unroll with their loads
+ * issued together, and the CG table sits in shared memory. The generic
+ * kernels (LT = 0, any l_max) read the table from global memory, and each
+ * of their dot products is a chain of dependent loads: latency bounded them
+ * (wigner_vjp_k 321 µs a call, 79 GB/s, on the H100 bench). */
+#define WIG_LT 4
+#define WIG_UNROLL _Pragma("unroll")
+
+/* CG entry i: from shared memory (LT > 0) or global */
+template <int LT, typename T>
+__device__ static inline double cgv(const double *sG, const T *cg, int i)
+{
+    return LT ? sG[i] : (double)cg[i];
+}
+
+/* LT > 0: the block copies the CG table (gsh entries) into smem; returns where
+ * the warps' buffers start */
+template <int LT, typename T> __device__ static inline double *stage_cg(double *smem, const T *cg, int gsh)
+{
+    if (LT) {
+        for (int q = threadIdx.x; q < gsh; q += blockDim.x)
+            smem[q] = (double)cg[q];
+        __syncthreads();
+    }
+    return smem + (LT ? gsh : 0);
+}
+
+template <typename T, int LT>
+__global__ void wigner_fwd_k(int64_t E, int Lrt, int ND, const T *cg, const T *d, const T *r, T *D,
+                             int wdoubles, int gsh)
 {
     extern __shared__ double smem[];
+    const int L = LT ? LT : Lrt;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, wpb = blockDim.x >> 5;
-    double *sD1 = smem + (size_t)w * wdoubles;
+    const double *sG = smem;
+    double *sD1 = stage_cg<LT>(smem, cg, gsh) + (size_t)w * wdoubles;
     const int n3m = 2 * L + 1, n2m = 2 * L - 1 > 0 ? 2 * L - 1 : 1;
     double *bufA = sD1 + 9, *bufB = bufA + n3m * n3m, *U = bufB + n3m * n3m, *V = U + 3 * n2m * n3m;
     for (int64_t e = (int64_t)blockIdx.x * wpb + w; e < E; e += (int64_t)gridDim.x * wpb) {
@@ -130,44 +138,50 @@ __global__ void wigner_fwd_k(int64_t E, int L, int ND, const T *cg, const T *d, 
             De[0] = (T)1.0;
             if (L >= 1) {
                 const double re = (double)r[e];
-                double rh[3] = {(double)d[3 * e] / re, (double)d[3 * e + 1] / re,
-                                (double)d[3 * e + 2] / re};
-                dual D1[9];
-                d1_from_rhat(rh, D1);
+                const double rh[3] = {(double)d[3 * e] / re, (double)d[3 * e + 1] / re,
+                                      (double)d[3 * e + 2] / re};
+                double D1[9];
+                d1_from_rhat<double>(rh, -1, D1);
                 for (int q = 0; q < 9; q++) {
-                    sD1[q] = D1[q].v;
-                    bufA[q] = D1[q].v;
-                    De[1 + q] = (T)D1[q].v;
+                    sD1[q] = D1[q];
+                    bufA[q] = D1[q];
+                    De[1 + q] = (T)D1[q];
                 }
             }
         }
         __syncwarp();
         double *Dp = bufA, *Dl = bufB;
+        WIG_UNROLL
         for (int l = 2; l <= L; l++) {
-            const int n2 = 2 * l - 1, n3 = 2 * l + 1;
-            const T *G = cg + cg_off(l);
+            const int n2 = 2 * l - 1, n3 = 2 * l + 1, go = cg_off(l);
+            WIG_UNROLL
             for (int q = lane; q < 3 * n2 * n3; q += 32) {
                 const int a = q / (n2 * n3), bp = (q / n3) % n2, k = q % n3;
                 double acc = 0.0;
+                WIG_UNROLL
                 for (int b = 0; b < n2; b++)
-                    acc += (double)G[(a * n2 + b) * n3 + k] * Dp[b * n2 + bp];
+                    acc += cgv<LT>(sG, cg, go + (a * n2 + b) * n3 + k) * Dp[b * n2 + bp];
                 U[q] = acc;
             }
             __syncwarp();
+            WIG_UNROLL
             for (int q = lane; q < 3 * n2 * n3; q += 32) {
                 const int ap = q / (n2 * n3), rest = q % (n2 * n3);
                 double acc = 0.0;
+                WIG_UNROLL
                 for (int a = 0; a < 3; a++)
                     acc += sD1[a * 3 + ap] * U[a * n2 * n3 + rest];
                 V[q] = acc;
             }
             __syncwarp();
             T *Dout = De + dblock(l);
+            WIG_UNROLL
             for (int q = lane; q < n3 * n3; q += 32) {
                 const int k = q / n3, kp = q % n3;
                 double acc = 0.0;
+                WIG_UNROLL
                 for (int qq = 0; qq < 3 * n2; qq++)
-                    acc += V[qq * n3 + k] * (double)G[qq * n3 + kp];
+                    acc += V[qq * n3 + k] * cgv<LT>(sG, cg, go + qq * n3 + kp);
                 Dl[q] = acc;
                 Dout[q] = (T)acc;
             }
@@ -180,35 +194,18 @@ __global__ void wigner_fwd_k(int64_t E, int L, int ND, const T *cg, const T *d, 
     }
 }
 
-template <typename T>
-static void wigner_fwd(int64_t E, int L, const void *cg, const void *d, const void *r, void *D)
-{
-    state();
-    if (E <= 0)
-        return;
-    const int ND = dblock(L + 1), wd = fwd_warp_doubles(L);
-    const size_t per_warp = (size_t)wd * sizeof(double);
-    int wpb = (int)((48 * 1024) / per_warp);
-    wpb = wpb < 1 ? 1 : (wpb > 4 ? 4 : wpb);
-    const size_t sm = per_warp * wpb;
-    if (!smem_ready(wigner_fwd_k<T>, sm, "wigner_fwd (l_max too large)"))
-        return;
-    const int64_t nb = (E + wpb - 1) / wpb;
-    wigner_fwd_k<T><<<grid_items(nb), 32 * wpb, sm>>>(E, L, ND, (const T *)cg, (const T *)d,
-                                                      (const T *)r, (T *)D, wd);
-    CU_LAUNCHED();
-}
-
-template <typename T>
-__global__ void wigner_vjp_k(int64_t E, int L, int ND, const T *cg, const T *d, const T *r,
-                             const T *D, const T *Dbar, T *dbar, int wdoubles)
+template <typename T, int LT>
+__global__ void wigner_vjp_k(int64_t E, int Lrt, int ND, const T *cg, const T *d, const T *r,
+                             const T *D, const T *Dbar, T *dbar, int wdoubles, int gsh)
 {
     extern __shared__ double smem[];
+    const int L = LT ? LT : Lrt;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, wpb = blockDim.x >> 5;
     const int n3m = 2 * L + 1, n2m = 2 * L - 1 > 0 ? 2 * L - 1 : 1, nqm = 3 * n2m;
-    double *sD1 = smem + (size_t)w * wdoubles, *D1bar = sD1 + 9, *Gb = D1bar + 9;
-    double *carry = Gb + n3m * n3m, *tmp = carry + n3m * n3m, *Mt = tmp + nqm * n3m;
-    double *sDp = Mt + nqm * nqm;
+    const double *sG = smem;
+    double *sD1 = stage_cg<LT>(smem, cg, gsh) + (size_t)w * wdoubles, *D1bar = sD1 + 9;
+    double *Gb = D1bar + 9, *carry = Gb + n3m * n3m, *tmp = carry + n3m * n3m;
+    double *Mt = tmp + nqm * n3m, *sDp = Mt + nqm * nqm;
     for (int64_t e = (int64_t)blockIdx.x * wpb + w; e < E; e += (int64_t)gridDim.x * wpb) {
         const T *De = D + e * ND, *Db = Dbar + e * ND;
         if (lane < 9) {
@@ -216,68 +213,151 @@ __global__ void wigner_vjp_k(int64_t E, int L, int ND, const T *cg, const T *d, 
             D1bar[lane] = (double)Db[1 + lane];
         }
         __syncwarp();
+        WIG_UNROLL
         for (int l = L; l >= 2; l--) {
-            const int n2 = 2 * l - 1, n3 = 2 * l + 1, nq = 3 * n2;
-            const T *G = cg + cg_off(l);
+            const int n2 = 2 * l - 1, n3 = 2 * l + 1, nq = 3 * n2, go = cg_off(l);
             const T *Dl_bar = Db + dblock(l), *Dp = De + dblock(l - 1);
+            WIG_UNROLL
             for (int q = lane; q < n3 * n3; q += 32)
                 Gb[q] = (double)Dl_bar[q] + (l < L ? carry[q] : 0.0);
+            WIG_UNROLL
             for (int q = lane; q < n2 * n2; q += 32)
                 sDp[q] = (double)Dp[q];
             __syncwarp();
+            WIG_UNROLL
             for (int q = lane; q < nq * n3; q += 32) {
                 const int qa = q / n3, kp = q % n3;
                 double acc = 0.0;
+                WIG_UNROLL
                 for (int k = 0; k < n3; k++)
-                    acc += (double)G[qa * n3 + k] * Gb[k * n3 + kp];
+                    acc += cgv<LT>(sG, cg, go + qa * n3 + k) * Gb[k * n3 + kp];
                 tmp[q] = acc;
             }
             __syncwarp();
+            WIG_UNROLL
             for (int q = lane; q < nq * nq; q += 32) {
                 const int qa = q / nq, qp = q % nq;
                 double acc = 0.0;
+                WIG_UNROLL
                 for (int kp = 0; kp < n3; kp++)
-                    acc += tmp[qa * n3 + kp] * (double)G[qp * n3 + kp];
+                    acc += tmp[qa * n3 + kp] * cgv<LT>(sG, cg, go + qp * n3 + kp);
                 Mt[q] = acc;
             }
             __syncwarp();
             if (lane < 9) {
                 const int a = lane / 3, ap = lane % 3;
                 double acc = 0.0;
+                WIG_UNROLL
                 for (int b = 0; b < n2; b++)
+                    WIG_UNROLL
                     for (int bp = 0; bp < n2; bp++)
                         acc += Mt[(a * n2 + b) * nq + ap * n2 + bp] * sDp[b * n2 + bp];
                 D1bar[lane] += acc;
             }
+            WIG_UNROLL
             for (int q = lane; q < n2 * n2; q += 32) {
                 const int b = q / n2, bp = q % n2;
                 double acc = 0.0;
+                WIG_UNROLL
                 for (int a = 0; a < 3; a++)
+                    WIG_UNROLL
                     for (int ap = 0; ap < 3; ap++)
                         acc += Mt[(a * n2 + b) * nq + ap * n2 + bp] * sD1[a * 3 + ap];
                 carry[q] = acc;
             }
             __syncwarp();
         }
-        if (lane == 0 && L >= 1) {
-            double D1b[9];
-            for (int q = 0; q < 9; q++)
-                D1b[q] = D1bar[q] + (L >= 2 ? carry[q] : 0.0);
-            const double re = (double)r[e];
+        /* D̄¹ -> r̂̄ -> d̄: lane k < 3 takes the derivative along r̂_k and
+         * writes d̄_k; r̂ = d/r gives ∂r̂_α/∂d_β = δ_αβ/r - d_α d_β/r³ */
+        double hb = 0.0, dk = 0.0, re = 1.0;
+        if (lane < 3) {
+            re = (double)r[e];
             const double dv[3] = {(double)d[3 * e], (double)d[3 * e + 1], (double)d[3 * e + 2]};
-            double rh[3] = {dv[0] / re, dv[1] / re, dv[2] / re};
-            dual D1d[9];
-            d1_from_rhat(rh, D1d);
-            double rhbar[3] = {0, 0, 0};
+            const double rh[3] = {dv[0] / re, dv[1] / re, dv[2] / re};
+            dual1 D1d[9];
+            d1_from_rhat<dual1>(rh, lane, D1d);
             for (int q = 0; q < 9; q++)
-                for (int k = 0; k < 3; k++)
-                    rhbar[k] += D1b[q] * D1d[q].g[k];
-            const double dot = rhbar[0] * dv[0] + rhbar[1] * dv[1] + rhbar[2] * dv[2];
-            const double r3 = re * re * re;
-            for (int b = 0; b < 3; b++)
-                dbar[3 * e + b] += (T)(rhbar[b] / re - dot * dv[b] / r3);
+                hb += (D1bar[q] + (L >= 2 ? carry[q] : 0.0)) * D1d[q].g;
+            dk = (double)d[3 * e + lane]; /* dv[lane], not an indexed local array */
         }
+        const double part = hb * dk;
+        const double dot = __shfl_sync(0xffffffffu, part, 0) + __shfl_sync(0xffffffffu, part, 1) +
+                           __shfl_sync(0xffffffffu, part, 2);
+        if (lane < 3)
+            dbar[3 * e + lane] += (T)(hb / re - dot * dk / (re * re * re));
         __syncwarp();
+    }
+}
+
+/* warps per block (at most 8, within 48 KiB with the CG table) and a grid of
+ * at most one wave of resident blocks (the warps loop over edges) */
+template <typename K>
+static bool wigner_launch_shape(K kern, int64_t E, int wdoubles, int gsh, const char *op, int *wpb,
+                                size_t *smem, unsigned *grid)
+{
+    const size_t per_warp = (size_t)wdoubles * sizeof(double), gbytes = (size_t)gsh * sizeof(double);
+    const size_t room = 48 * 1024 > gbytes ? 48 * 1024 - gbytes : 0;
+    int n = (int)(room / per_warp);
+    *wpb = n < 1 ? 1 : (n > 8 ? 8 : n);
+    *smem = gbytes + per_warp * *wpb;
+    if (!smem_ready(kern, *smem, op))
+        return false;
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 32 * *wpb, *smem) !=
+            cudaSuccess ||
+        per_sm < 1)
+        per_sm = 1;
+    const int64_t nb = (E + *wpb - 1) / *wpb, cap = (int64_t)state().n_sm * per_sm;
+    *grid = grid_items(nb < cap ? nb : cap);
+    return true;
+}
+
+template <typename T, int LT>
+static void wigner_fwd_launch(int64_t E, int L, const void *cg, const void *d, const void *r,
+                              void *D)
+{
+    const int ND = dblock(L + 1), wd = fwd_warp_doubles(L), gsh = LT ? cg_off(L + 1) : 0;
+    int wpb;
+    size_t sm;
+    unsigned grid;
+    if (!wigner_launch_shape(wigner_fwd_k<T, LT>, E, wd, gsh, "wigner_fwd (l_max too large)", &wpb,
+                             &sm, &grid))
+        return;
+    wigner_fwd_k<T, LT><<<grid, 32 * wpb, sm>>>(E, L, ND, (const T *)cg, (const T *)d,
+                                                (const T *)r, (T *)D, wd, gsh);
+    CU_LAUNCHED();
+}
+
+template <typename T, int LT>
+static void wigner_vjp_launch(int64_t E, int L, const void *cg, const void *d, const void *r,
+                              const void *D, const void *Dbar, void *dbar)
+{
+    const int ND = dblock(L + 1), wd = vjp_warp_doubles(L), gsh = LT ? cg_off(L + 1) : 0;
+    int wpb;
+    size_t sm;
+    unsigned grid;
+    if (!wigner_launch_shape(wigner_vjp_k<T, LT>, E, wd, gsh, "wigner_vjp (l_max too large)", &wpb,
+                             &sm, &grid))
+        return;
+    wigner_vjp_k<T, LT><<<grid, 32 * wpb, sm>>>(E, L, ND, (const T *)cg, (const T *)d,
+                                                (const T *)r, (const T *)D, (const T *)Dbar,
+                                                (T *)dbar, wd, gsh);
+    CU_LAUNCHED();
+}
+
+template <typename T>
+static void wigner_fwd(int64_t E, int L, const void *cg, const void *d, const void *r, void *D)
+{
+    state();
+    if (E <= 0)
+        return;
+    static_assert(WIG_LT == 4, "the cases below cover l_max 1..WIG_LT");
+    switch (L) {
+    case 1: wigner_fwd_launch<T, 1>(E, L, cg, d, r, D); break;
+    case 2: wigner_fwd_launch<T, 2>(E, L, cg, d, r, D); break;
+    case 3: wigner_fwd_launch<T, 3>(E, L, cg, d, r, D); break;
+    case 4: wigner_fwd_launch<T, 4>(E, L, cg, d, r, D); break;
+    default: wigner_fwd_launch<T, 0>(E, L, cg, d, r, D); break;
     }
 }
 
@@ -288,18 +368,13 @@ static void wigner_vjp(int64_t E, int L, const void *cg, const void *d, const vo
     state();
     if (E <= 0 || L < 1)
         return;
-    const int ND = dblock(L + 1), wd = vjp_warp_doubles(L);
-    const size_t per_warp = (size_t)wd * sizeof(double);
-    int wpb = (int)((48 * 1024) / per_warp);
-    wpb = wpb < 1 ? 1 : (wpb > 4 ? 4 : wpb);
-    const size_t sm = per_warp * wpb;
-    if (!smem_ready(wigner_vjp_k<T>, sm, "wigner_vjp (l_max too large)"))
-        return;
-    const int64_t nb = (E + wpb - 1) / wpb;
-    wigner_vjp_k<T><<<grid_items(nb), 32 * wpb, sm>>>(E, L, ND, (const T *)cg, (const T *)d,
-                                                      (const T *)r, (const T *)D,
-                                                      (const T *)Dbar, (T *)dbar, wd);
-    CU_LAUNCHED();
+    switch (L) {
+    case 1: wigner_vjp_launch<T, 1>(E, L, cg, d, r, D, Dbar, dbar); break;
+    case 2: wigner_vjp_launch<T, 2>(E, L, cg, d, r, D, Dbar, dbar); break;
+    case 3: wigner_vjp_launch<T, 3>(E, L, cg, d, r, D, Dbar, dbar); break;
+    case 4: wigner_vjp_launch<T, 4>(E, L, cg, d, r, D, Dbar, dbar); break;
+    default: wigner_vjp_launch<T, 0>(E, L, cg, d, r, D, Dbar, dbar); break;
+    }
 }
 
 template <typename T> void fill_wigner(ecenet_backend &b)
