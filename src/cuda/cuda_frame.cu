@@ -108,6 +108,23 @@ __device__ static inline const T *row_ptr(const Rows<T> &r, int64_t e, int b, in
 }
 
 
+/* where rows(e) lie: row b at base + (b < C ? lo : hi) + b·S (the edge
+ * frame's rows C.. are the receiver's rows 0..) */
+template <typename T>
+__device__ static inline void row_offsets(const Rows<T> &r, int64_t e, int C, int S, int64_t *lo,
+                                          int64_t *hi)
+{
+    const int64_t CS = (int64_t)C * S, BS = 2 * CS;
+    switch (r.mode) {
+    case ROWS_EDGE_FRAME:
+        *lo = r.ei[e] * CS;
+        *hi = r.ej[e] * CS - CS;
+        return;
+    case ROWS_ATOM_SRC: *lo = *hi = r.ei[e] * BS; return;
+    default: *lo = *hi = e * BS; return;
+    }
+}
+
 /* ---- frame_in: X[e][m][p][f] (=|+=) Σ_s rows[b][l²+s]·D_l[s][k] ------------------------
  * A block takes a tile of te consecutive edges: their rows (padded to S+1 per
  * row: conflict-free per-lane reads) and D blocks are staged in shared memory
@@ -388,9 +405,29 @@ __global__ void __launch_bounds__(256, 8) frame_atom_k(int64_t N, Geo g, int nro
 template <bool AS, typename T>
 __device__ static inline void stage_slots(const Geo &g, const T *Xe, T *sX)
 {
-    for (int q = threadIdx.x; q < g.Q * 2 * g.F; q += blockDim.x) {
-        const int slot = q / g.F;
-        STAGE(AS, sX[slot * (g.F + 1) + q - slot * g.F], Xe[q]);
+    /* slot by slot: no division per element (these kernels are bound by the
+     * instructions they issue, ncu) */
+    for (int slot = 0; slot < 2 * g.Q; slot++)
+        for (int f = threadIdx.x; f < g.F; f += blockDim.x)
+            STAGE(AS, sX[slot * (g.F + 1) + f], Xe[slot * g.F + f]);
+}
+
+/* Stage an edge's B rows of S into sR at row stride S + 1; row b of edge e
+ * starts at base + (b < C ? lo : hi) + b·S (row_offsets). A thread walks its
+ * (b, s) positions in steps of blockDim.x without a division per element. */
+template <bool AS, typename T>
+__device__ static inline void stage_rows(const Geo &g, const T *base, int64_t lo, int64_t hi, T *sR)
+{
+    const int S = g.S, S1 = S + 1, db = blockDim.x / S, ds = blockDim.x - db * S;
+    int b = threadIdx.x / S, sidx = threadIdx.x - b * S;
+    while (b < g.B) {
+        STAGE(AS, sR[b * S1 + sidx], base[(b < g.C ? lo : hi) + (int64_t)b * S + sidx]);
+        b += db;
+        sidx += ds;
+        if (sidx >= S) {
+            sidx -= S;
+            b++;
+        }
     }
 }
 
@@ -427,13 +464,12 @@ template <typename T, bool AS>
 __global__ void frame_dbar_k(int64_t E, Geo g, Rows<T> rows, const T *Xs, T *Dbar)
 {
     extern __shared__ unsigned char smraw[];
-    const int XE = g.Q * 2 * g.F, BS = g.B * g.S, S1 = g.S + 1;
+    const int XE = g.Q * 2 * g.F, S1 = g.S + 1;
     T *sR = (T *)smraw, *sX = sR + g.B * S1;
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
-        for (int q = threadIdx.x; q < BS; q += blockDim.x) {
-            const int b = q / g.S, sidx = q - b * g.S;
-            STAGE(AS, sR[b * S1 + sidx], row_ptr(rows, e, b, g.C, g.S)[sidx]);
-        }
+        int64_t lo, hi;
+        row_offsets(rows, e, g.C, g.S, &lo, &hi);
+        stage_rows<AS>(g, rows.base, lo, hi, sR);
         stage_slots<AS>(g, Xs + e * XE, sX);
         stage_wait<AS>();
         __syncthreads();
@@ -451,10 +487,7 @@ __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, 
     const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1, S1 = g.S + 1, F1 = g.F + 1;
     T *sR = (T *)smraw, *sX = sR + g.B * S1, *sD = sX + 2 * g.Q * F1;
     for (int64_t e = blockIdx.x; e < E; e += gridDim.x) {
-        for (int q = threadIdx.x; q < BS; q += blockDim.x) {
-            const int b = q / g.S;
-            STAGE(AS, sR[b * S1 + q - b * g.S], Gb[e * BS + q]);
-        }
+        stage_rows<AS>(g, Gb, e * BS, e * BS, sR);
         stage_slots<AS>(g, X + e * XE, sX);
         for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
             STAGE(AS, sD[q], D[e * g.ND + q]);
