@@ -312,6 +312,29 @@ static unsigned long long fa_runs(const tctx *c)
     return 0;
 }
 
+/* cuda: the register-blocked per-atom frame kernel (frame_atom_rb_k, l_max
+ * <= 4) on or off; returns the old setting (0 elsewhere), and how many
+ * launches ran it */
+static int far_set(const tctx *c, int on)
+{
+#ifdef ECENET_HAVE_CUDA
+    if (!strcmp(c->be->name, "cuda"))
+        return ecn_cuda_set_frame_atom_rb(on);
+#endif
+    (void)c;
+    (void)on;
+    return 0;
+}
+static unsigned long long far_runs(const tctx *c)
+{
+#ifdef ECENET_HAVE_CUDA
+    if (!strcmp(c->be->name, "cuda"))
+        return ecn_cuda_frame_atom_rb_launches();
+#endif
+    (void)c;
+    return 0;
+}
+
 /* the ops since r0 staged with cp.async in n launches (none without edges) */
 static void fa_expect(const tctx *c, unsigned long long r0, unsigned long long n, size_t E,
                       const char *what)
@@ -627,6 +650,7 @@ static void test_edge_frame(tctx *c, setup *u)
     const size_t E = (size_t)dm->E, N = (size_t)dm->N, CS = (size_t)dm->C * dm->S;
     const size_t XE = (size_t)dm->Q * 2 * dm->F, ND = (size_t)dm->ND, F = (size_t)dm->F;
     const int fa_old = fa_set(c, 0); /* cuda: staging through registers first */
+    const int far_old = far_set(c, 1);
     tens Ae = t_rand(c, N * CS, 1.0), D = t_rand(c, E * ND, 0.5);
     tens X = t_out(c, E * XE);
     ref_edge_frame_fwd(dm, u->edge_i, u->edge_j, Ae.h, D.h, X.h);
@@ -634,9 +658,20 @@ static void test_edge_frame(tctx *c, setup *u)
     t_check(c, &X, "edge_frame_fwd", "X", 0);
     tens Xbar = t_rand(c, E * XE, 1.0), Aeb = t_acc(c, N * CS), Db = t_acc(c, E * ND);
     ref_edge_frame_vjp(dm, u->edge_i, u->edge_j, Ae.h, D.h, Xbar.h, Aeb.h, Db.h);
+    const unsigned long long rb0 = far_runs(c);
     be->edge_frame_vjp(&u->dd, u->d_edge_i, u->d_edge_j, Ae.d, D.d, Xbar.d, Aeb.d, Db.d);
     t_check(c, &Aeb, "edge_frame_vjp", "A_emb_bar", 1);
     t_check(c, &Db, "edge_frame_vjp", "Dbar", 1);
+    if (!strcmp(be->name, "cuda")) { /* the general per-atom kernel: the same sums, the same bits */
+        const unsigned long long want = E && dm->L <= 4 ? 1 : 0;
+        ck_assert_msg(far_runs(c) - rb0 == want, "edge_frame_vjp: %llu register-blocked launches, expected %llu",
+                      far_runs(c) - rb0, want);
+        far_set(c, 0);
+        tens Aeb3 = t_acc_like(c, &Aeb), Db3 = t_acc_like(c, &Db);
+        be->edge_frame_vjp(&u->dd, u->d_edge_i, u->d_edge_j, Ae.d, D.d, Xbar.d, Aeb3.d, Db3.d);
+        far_set(c, 1);
+        t_same_bits(c, &Aeb3, &Aeb, "edge_frame_vjp", "A_emb_bar, general frame_atom kernel");
+    }
     if (!strcmp(be->name, "cuda")) { /* staged with cp.async: the same values, the same bits */
         fa_set(c, 1);
         const unsigned long long r0 = fa_runs(c);
@@ -650,6 +685,7 @@ static void test_edge_frame(tctx *c, setup *u)
         t_same_bits(c, &Db2, &Db, "edge_frame_vjp", "Dbar, cp.async staging");
     }
     fa_set(c, fa_old);
+    far_set(c, far_old);
 
     const int K = 3;
     tens fr = t_rand(c, E * K, 0.5), V = t_rand(c, K * F, 0.5), Xin = t_rand(c, E * XE, 1.0);
@@ -1241,6 +1277,7 @@ static void test_mp(tctx *c, setup *u)
     const size_t XE = (size_t)dm->Q * 2 * dm->F, ND = (size_t)dm->ND, F = (size_t)dm->F;
     const int T = dm->T, B = dm->B;
     const int fa_old = fa_set(c, 0); /* cuda: staging through registers first */
+    const int far_old = far_set(c, 1);
     tens X = features(c, dm->E, dm->Q, dm->F, 1), D = t_rand(c, E * ND, 0.5);
     tens g = t_out(c, E * BS);
     ref_mp_pack_unrotate_fwd(dm, X.h, D.h, g.h, NULL);
@@ -1287,9 +1324,21 @@ static void test_mp(tctx *c, setup *u)
     t_check(c, &Xio, "mp_rotate_unpack_fwd", "X += unpack", 0);
     tens Xbar = t_rand(c, E * XE, 1.0), Dlbar = t_acc(c, N * BS), Db2 = t_acc(c, E * ND);
     ref_mp_rotate_unpack_vjp(dm, u->edge_i, Dl.h, D.h, Xbar.h, Dlbar.h, Db2.h);
+    const unsigned long long rb0 = far_runs(c);
     be->mp_rotate_unpack_vjp(&u->dd, u->d_edge_i, Dl.d, D.d, Xbar.d, Dlbar.d, Db2.d);
     t_check(c, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar", 1);
     t_check(c, &Db2, "mp_rotate_unpack_vjp", "Dbar", 1);
+    if (!strcmp(be->name, "cuda")) { /* the general per-atom kernel: the same sums, the same bits */
+        const unsigned long long want = E && dm->L <= 4 ? 1 : 0;
+        ck_assert_msg(far_runs(c) - rb0 == want,
+                      "mp_rotate_unpack_vjp: %llu register-blocked launches, expected %llu",
+                      far_runs(c) - rb0, want);
+        far_set(c, 0);
+        tens Dlb3 = t_acc_like(c, &Dlbar), Db3 = t_acc_like(c, &Db2);
+        be->mp_rotate_unpack_vjp(&u->dd, u->d_edge_i, Dl.d, D.d, Xbar.d, Dlb3.d, Db3.d);
+        far_set(c, 1);
+        t_same_bits(c, &Dlb3, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar, general frame_atom kernel");
+    }
     if (!strcmp(be->name, "cuda")) { /* staged with cp.async: the same values, the same bits */
         fa_set(c, 1);
         const unsigned long long r0 = fa_runs(c);
@@ -1311,6 +1360,7 @@ static void test_mp(tctx *c, setup *u)
         t_same_bits(c, &Db2a, &Db2, "mp_rotate_unpack_vjp", "Dbar, cp.async staging");
     }
     fa_set(c, fa_old);
+    far_set(c, far_old);
 }
 
 static void test_attention(tctx *c, setup *u)

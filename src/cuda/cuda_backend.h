@@ -100,6 +100,13 @@ int ecn_cuda_layer_wg_available(void);
 int ecn_cuda_set_frame_async(int on);
 /* how many map-kernel launches staged with cp.async (for the tests) */
 unsigned long long ecn_cuda_frame_async_launches(void);
+/* The per-atom sums of the edge-frame and rotate-unpack VJPs
+ * (launch_frame_atom): 1 runs the register-blocked kernel for l_max <= 4,
+ * 0 the general one (the same sums in the same order). Default: env
+ * ECENET_FRAME_ATOM_RB (read once), else 1. Returns the previous setting. */
+int ecn_cuda_set_frame_atom_rb(int on);
+/* how many launches ran the register-blocked kernel (for the tests) */
+unsigned long long ecn_cuda_frame_atom_rb_launches(void);
 
 /* how many linear calls ran on the edge frame's valid columns only
  * (ecenet_linear_params.frame_nl, cuda_linear_frame.cu; tests check that the

@@ -94,6 +94,23 @@ static bool frame_async()
     return true;
 }
 
+/* the register-blocked frame_atom kernel (frame_atom_rb_k, l_max <= 4): env
+ * ECENET_FRAME_ATOM_RB (read once), else on; 0 runs frame_atom_k, kept for
+ * l_max > 4 (same sums in the same order) */
+static std::atomic<int> far_mode_v;
+static std::once_flag far_once;
+static std::atomic<unsigned long long> far_launches;
+
+static std::atomic<int> &far_mode()
+{
+    std::call_once(far_once, [] {
+        const char *v = getenv("ECENET_FRAME_ATOM_RB");
+        far_mode_v = v && *v ? strtol(v, NULL, 10) != 0 : 1;
+    });
+    return far_mode_v;
+}
+static bool frame_atom_rb() { return far_mode().load() != 0; }
+
 template <typename T>
 __device__ static inline const T *row_ptr(const Rows<T> &r, int64_t e, int b, int C, int S)
 {
@@ -398,6 +415,128 @@ __global__ void __launch_bounds__(256, 8) frame_atom_k(int64_t N, Geo g, int nro
     }
 }
 
+/* ---- frame_atom, register-blocked (l_max <= FA_LT) ---------------------------------------------
+ * The same sums as frame_atom_k, in the same order, with fewer instructions
+ * per byte: ncu found frame_atom_k issue-bound (two shared loads and the
+ * index arithmetic per FMA; the shared-memory scoreboard its largest stall).
+ * A block takes one (atom, chunk of 32 rows); warp l keeps lane c's 2l+1
+ * sums of row c0 + c, block l, in registers. Per edge a lane loads its 2ml+1
+ * features once (staged as [slot][l][c], so the lanes read consecutive
+ * words) and the D entries are warp-wide broadcasts: (2l+1)(2ml+1) FMAs for
+ * 2ml+1 + (2l+1)(2ml+1) loads instead of two loads per FMA. The sin m = 0
+ * slot, which no sum reads, is not staged (staged slot index slot - (slot > 0)). */
+#define FA_LT 4
+
+/* the stride of l in the staged [slot][l][c] tile: 32 lanes of a staging
+ * warp (c = tid / (L+1), l = tid % (L+1)) land in distinct banks for L+1 in
+ * 2, 4 */
+__host__ __device__ static inline int fa_cw(int L1) { return L1 == 1 ? 32 : 32 + 32 / L1; }
+
+/* warp l's sums over the tile's ne edges: acc[sp] += Σ_m x_cos[m]·D_l[sp][l+m]
+ * + x_sin[m]·D_l[sp][l-m] (m <= ml; the sin term from m = 1), edge by edge */
+template <typename T, int LL>
+__device__ __forceinline__ void fa_edges(int ne, const T *sx, const T *sd, int PE, int SW, int ml,
+                                         T *acc)
+{
+    constexpr int n = 2 * LL + 1;
+    for (int k = 0; k < ne; k++) {
+        const T *x = sx + k * PE, *Dl = sd + k * PE;
+        T xc[LL + 1], xs[LL + 1];
+#pragma unroll
+        for (int m = 0; m <= LL; m++)
+            if (m <= ml) { /* staged slot index: slot - (slot > 0) */
+                xc[m] = x[(m ? 2 * m - 1 : 0) * SW];
+                xs[m] = m ? x[(2 * m) * SW] : T(0);
+            }
+#pragma unroll
+        for (int sp = 0; sp < n; sp++) {
+            T a = acc[sp];
+#pragma unroll
+            for (int m = 0; m <= LL; m++)
+                if (m <= ml) {
+                    a += xc[m] * Dl[sp * n + LL + m];
+                    if (m)
+                        a += xs[m] * Dl[sp * n + LL - m];
+                }
+            acc[sp] = a;
+        }
+    }
+}
+
+template <typename T, int LT, int TE, bool AS>
+__global__ void __launch_bounds__(32 * (LT + 1)) frame_atom_rb_k(
+    int64_t N, Geo g, int nrows, const int32_t *ptr0, const int32_t *idx0, int b_off0,
+    const int32_t *ptr1, const int32_t *idx1, int b_off1, const T *__restrict__ Xbar,
+    const T *__restrict__ D, T *out)
+{
+    extern __shared__ __align__(16) unsigned char smraw[];
+    __shared__ int32_t sI[2][TE]; /* this tile's edges and the next tile's */
+    T *sm = (T *)smraw;
+    constexpr int L1 = LT + 1, NT = 32 * L1;
+    const int CW = fa_cw(L1), SW = L1 * CW, SL = 2 * g.Q, XW = (SL - 1) * SW, PE = XW + g.ND;
+    const int RS = nrows * g.S, nch = (nrows + 31) / 32;
+    const int64_t XE = (int64_t)SL * g.F;
+    const int tid = threadIdx.x, l = tid >> 5, c = tid & 31, ml = l < g.M ? l : g.M;
+    /* staging: thread tid copies feature tid of the chunk's run, to [l'][c'] */
+    const int st_c = tid / L1, st_off = (tid - st_c * L1) * CW + st_c;
+    for (int64_t it = blockIdx.x; it < N * nch; it += gridDim.x) {
+        const int64_t a = it / nch;
+        const int c0 = (int)(it - a * nch) * 32, ncc = nrows - c0 < 32 ? nrows - c0 : 32;
+        const bool stager = tid < ncc * L1;
+        T acc[2 * LT + 1];
+#pragma unroll
+        for (int sp = 0; sp < 2 * LT + 1; sp++)
+            acc[sp] = T(0);
+        for (int list = 0; list < (ptr1 ? 2 : 1); list++) {
+            const int32_t *ptr = list ? ptr1 : ptr0, *idx = list ? idx1 : idx0;
+            const int64_t f0 = (int64_t)((list ? b_off1 : b_off0) + c0) * L1 + tid;
+            const int32_t p0 = ptr[a], p1 = ptr[a + 1];
+            __syncthreads(); /* the previous list's last tile is consumed */
+            if (tid < TE && p0 + tid < p1)
+                sI[0][tid] = idx[p0 + tid];
+            int t = 0;
+            for (int32_t pt = p0; pt < p1; pt += TE, t ^= 1) {
+                const int ne = p1 - pt < TE ? p1 - pt : TE;
+                __syncthreads(); /* sI[t] is written, the previous tile is consumed */
+#pragma unroll
+                for (int k = 0; k < TE; k++)
+                    if (k < ne) {
+                        const int64_t e = sI[t][k];
+                        if (stager) {
+                            const T *Xe = Xbar + e * XE + f0;
+                            T *dst = sm + k * PE + st_off;
+                            STAGE(AS, dst[0], Xe[0]);
+                            for (int slot = 2; slot < SL; slot++)
+                                STAGE(AS, dst[(slot - 1) * SW], Xe[(int64_t)slot * g.F]);
+                        }
+                        for (int i = tid; i < g.ND; i += NT)
+                            STAGE(AS, sm[k * PE + XW + i], D[e * g.ND + i]);
+                    }
+                /* the next tile's edges, while this one is reduced */
+                if (tid < TE && pt + TE + tid < p1)
+                    sI[t ^ 1][tid] = idx[pt + TE + tid];
+                stage_wait<AS>();
+                __syncthreads();
+                const T *sx = sm + l * CW + c, *sd = sm + XW + dblock(l);
+                switch (l) { /* warp-uniform */
+                case 0: fa_edges<T, 0>(ne, sx, sd, PE, SW, ml, acc); break;
+                case 1: fa_edges<T, (LT >= 1 ? 1 : 0)>(ne, sx, sd, PE, SW, ml, acc); break;
+                case 2: fa_edges<T, (LT >= 2 ? 2 : 0)>(ne, sx, sd, PE, SW, ml, acc); break;
+                case 3: fa_edges<T, (LT >= 3 ? 3 : 0)>(ne, sx, sd, PE, SW, ml, acc); break;
+                default: fa_edges<T, (LT >= 4 ? 4 : 0)>(ne, sx, sd, PE, SW, ml, acc); break;
+                }
+            }
+        }
+        if (c < ncc) {
+            T *o = out + a * RS + (int64_t)(c0 + c) * g.S + l * l;
+#pragma unroll
+            for (int sp = 0; sp < 2 * LT + 1; sp++)
+                if (sp <= 2 * l)
+                    o[sp] += acc[sp];
+        }
+    }
+}
+
 /* ---- the per-edge D̄ sum, shared by frame_dbar_k and pu_vjp_k -------------------------------------
  * Staged layout: rows sR[b][s] at stride S+1, features sX[slot][f] at stride
  * F+1 (the lanes of a D̄ sum read 2l+1 different slots at one feature, which
@@ -532,6 +671,25 @@ void launch_frame_dbar(int64_t E, const Geo &g, const Rows<T> &rows, const T *Xs
     CU_LAUNCHED();
 }
 
+/* frame_atom_rb_k: one block of 32·(L+1) threads per (atom, 32 rows) */
+template <typename T, int LT, int TE>
+static void launch_frame_atom_rb(int64_t N, const Geo &g, int nrows, const ecenet_csr *l0,
+                                 int off0, const ecenet_csr *l1, int off1, const T *Xbar,
+                                 const T *D, T *out)
+{
+    static_assert(FA_LT == 4, "launch_frame_atom's cases cover l_max 0..FA_LT");
+    const int L1 = LT + 1, nch = (nrows + 31) / 32;
+    const size_t sm = ((size_t)(2 * g.Q - 1) * L1 * fa_cw(L1) + g.ND) * sizeof(T) * TE;
+    auto K = frame_async() ? frame_atom_rb_k<T, LT, TE, true> : frame_atom_rb_k<T, LT, TE, false>;
+    if (!smem_ready(K, sm, "edge frame VJP (frame_atom_rb_k)"))
+        return;
+    K<<<grid_items(N * nch), 32 * L1, sm>>>(N, g, nrows, l0->ptr, l0->idx, off0,
+                                            l1 ? l1->ptr : NULL, l1 ? l1->idx : NULL, off1, Xbar,
+                                            D, out);
+    CU_LAUNCHED();
+    far_launches++;
+}
+
 template <typename T>
 void launch_frame_atom(int64_t N, const Geo &g, int nrows, const ecenet_csr *l0, int off0,
                        const ecenet_csr *l1, int off1, const T *Xbar, const T *D, T *out)
@@ -545,9 +703,19 @@ void launch_frame_atom(int64_t N, const Geo &g, int nrows, const ecenet_csr *l0,
              __LINE__);
         return;
     }
+    constexpr int TE = sizeof(T) == 4 ? 8 : 4;
+    if (g.L <= FA_LT && frame_atom_rb()) {
+        switch (g.L) {
+        case 0: launch_frame_atom_rb<T, 0, TE>(N, g, nrows, l0, off0, l1, off1, Xbar, D, out); break;
+        case 1: launch_frame_atom_rb<T, 1, TE>(N, g, nrows, l0, off0, l1, off1, Xbar, D, out); break;
+        case 2: launch_frame_atom_rb<T, 2, TE>(N, g, nrows, l0, off0, l1, off1, Xbar, D, out); break;
+        case 3: launch_frame_atom_rb<T, 3, TE>(N, g, nrows, l0, off0, l1, off1, Xbar, D, out); break;
+        default: launch_frame_atom_rb<T, 4, TE>(N, g, nrows, l0, off0, l1, off1, Xbar, D, out); break;
+        }
+        return;
+    }
     int nc = 256 / g.S;
     nc = nc > nrows ? nrows : nc;
-    constexpr int TE = sizeof(T) == 4 ? 8 : 4;
     const int th = (nc * g.S + 31) / 32 * 32, nch = (nrows + nc - 1) / nc;
     const size_t sm = ((size_t)2 * g.Q * nc * (g.L + 1) + g.ND) * sizeof(T) * TE;
     auto K = frame_async() ? frame_atom_k<T, TE, true> : frame_atom_k<T, TE, false>;
@@ -728,3 +896,10 @@ extern "C" int ecn_cuda_set_frame_async(int on)
 }
 
 extern "C" unsigned long long ecn_cuda_frame_async_launches(void) { return ecn_cu::fa_launches.load(); }
+
+extern "C" int ecn_cuda_set_frame_atom_rb(int on) { return ecn_cu::far_mode().exchange(on != 0); }
+
+extern "C" unsigned long long ecn_cuda_frame_atom_rb_launches(void)
+{
+    return ecn_cu::far_launches.load();
+}
