@@ -72,23 +72,29 @@ template <bool AS> __device__ __forceinline__ void stage_wait()
 #endif
 }
 
-static std::atomic<int> fa_mode_v; /* several contexts may run at once */
-static std::once_flag fa_once;
-static std::atomic<unsigned long long> fa_launches;
+/* An on/off switch read once from the environment (unset or empty: on),
+ * which the tests may set; several contexts may use it at once. */
+struct EnvSwitch {
+    const char *name;
+    std::atomic<int> v;
+    std::once_flag once;
+    std::atomic<int> &get()
+    {
+        std::call_once(once, [this] {
+            const char *e = getenv(name);
+            v = e && *e ? strtol(e, NULL, 10) != 0 : 1;
+        });
+        return v;
+    }
+};
 
-static std::atomic<int> &fa_mode()
-{
-    std::call_once(fa_once, [] {
-        const char *v = getenv("ECENET_FRAME_ASYNC");
-        fa_mode_v = v && *v ? strtol(v, NULL, 10) != 0 : 1;
-    });
-    return fa_mode_v;
-}
+static EnvSwitch fa_switch{"ECENET_FRAME_ASYNC"};
+static std::atomic<unsigned long long> fa_launches;
 
 /* whether this launch stages with cp.async (counted for the tests) */
 static bool frame_async()
 {
-    if (!fa_mode().load())
+    if (!fa_switch.get().load())
         return false;
     fa_launches++;
     return true;
@@ -97,19 +103,9 @@ static bool frame_async()
 /* the register-blocked frame_atom kernel (frame_atom_rb_k, l_max <= 4): env
  * ECENET_FRAME_ATOM_RB (read once), else on; 0 runs frame_atom_k, kept for
  * l_max > 4 (same sums in the same order) */
-static std::atomic<int> far_mode_v;
-static std::once_flag far_once;
+static EnvSwitch far_switch{"ECENET_FRAME_ATOM_RB"};
 static std::atomic<unsigned long long> far_launches;
-
-static std::atomic<int> &far_mode()
-{
-    std::call_once(far_once, [] {
-        const char *v = getenv("ECENET_FRAME_ATOM_RB");
-        far_mode_v = v && *v ? strtol(v, NULL, 10) != 0 : 1;
-    });
-    return far_mode_v;
-}
-static bool frame_atom_rb() { return far_mode().load() != 0; }
+static bool frame_atom_rb() { return far_switch.get().load() != 0; }
 
 template <typename T>
 __device__ static inline const T *row_ptr(const Rows<T> &r, int64_t e, int b, int C, int S)
@@ -334,6 +330,43 @@ __global__ void frame_out_k(int64_t E, Geo g, const T *X, const T *D, T *G, T *X
     }
 }
 
+/* Stream atom a's edges, list 0 (ptr0/idx0) then list 1 (ptr1/idx1, if any),
+ * through shared memory TE at a time, in CSR order: start(list) once per
+ * list, stage(k, e) copies edge e into the tile's place k, reduce(ne) adds
+ * the tile's ne edges. The next tile's edge indices are read while a tile is
+ * reduced. Every thread of the block calls it (it holds the barriers). */
+template <int TE, bool AS, typename Start, typename Stage, typename Reduce>
+__device__ __forceinline__ void atom_edge_tiles(int64_t a, const int32_t *ptr0,
+                                                const int32_t *idx0, const int32_t *ptr1,
+                                                const int32_t *idx1, int32_t (*sI)[TE],
+                                                Start start, Stage stage, Reduce reduce)
+{
+    const int tid = threadIdx.x;
+    for (int list = 0; list < (ptr1 ? 2 : 1); list++) {
+        const int32_t *ptr = list ? ptr1 : ptr0, *idx = list ? idx1 : idx0;
+        start(list);
+        const int32_t p0 = ptr[a], p1 = ptr[a + 1];
+        __syncthreads(); /* the previous list's last tile is consumed */
+        if (tid < TE && p0 + tid < p1)
+            sI[0][tid] = idx[p0 + tid];
+        int t = 0;
+        for (int32_t pt = p0; pt < p1; pt += TE, t ^= 1) {
+            const int ne = p1 - pt < TE ? p1 - pt : TE;
+            __syncthreads(); /* sI[t] is written, the previous tile is consumed */
+#pragma unroll
+            for (int k = 0; k < TE; k++)
+                if (k < ne)
+                    stage(k, (int64_t)sI[t][k]);
+            /* the next tile's edges, while this one is reduced */
+            if (tid < TE && pt + TE + tid < p1)
+                sI[t ^ 1][tid] = idx[pt + TE + tid];
+            stage_wait<AS>();
+            __syncthreads();
+            reduce(ne);
+        }
+    }
+}
+
 /* ---- frame_atom: rows_bar[a][c][s] += Σ over the atom's edge lists ------------------------------
  * list 0 (ptr0/idx0) feeds rows b = c + b_off0, list 1 (optional) rows b = c + b_off1;
  * nrows rows of S per atom in the output (stride nrows*S). A block takes one
@@ -370,35 +403,21 @@ __global__ void __launch_bounds__(256, 8) frame_atom_k(int64_t N, Geo g, int nro
         const int sw = threadIdx.x % FW, ss = threadIdx.x / FW, sstep = blockDim.x / FW;
         const bool stager = ss < sstep, act = cc < ncc;
         T acc = 0;
-        for (int list = 0; list < (ptr1 ? 2 : 1); list++) {
-            const int32_t *ptr = list ? ptr1 : ptr0, *idx = list ? idx1 : idx0;
-            const int64_t f0 = (int64_t)((list ? b_off1 : b_off0) + c0) * L1 + sw;
-            const int32_t p0 = ptr[a], p1 = ptr[a + 1];
-            __syncthreads(); /* the previous list's last tile is consumed */
-            if ((int)threadIdx.x < TE && p0 + (int)threadIdx.x < p1)
-                sI[0][threadIdx.x] = idx[p0 + threadIdx.x];
-            int t = 0;
-            for (int32_t pt = p0; pt < p1; pt += TE, t ^= 1) {
-                const int ne = p1 - pt < TE ? p1 - pt : TE;
-                __syncthreads(); /* sI[t] is written, the previous tile is consumed */
-#pragma unroll
-                for (int k = 0; k < TE; k++)
-                    if (k < ne) {
-                        const int64_t e = sI[t][k];
-                        if (stager) {
-                            const T *Xe = Xbar + e * XE + f0;
-                            T *dst = sm + k * PE + sw;
-                            for (int slot = ss; slot < SL; slot += sstep)
-                                STAGE(AS, dst[slot * FW], Xe[(int64_t)slot * g.F]);
-                        }
-                        for (int i = threadIdx.x; i < g.ND; i += blockDim.x)
-                            STAGE(AS, sm[k * PE + XW + i], D[e * g.ND + i]);
-                    }
-                /* the next tile's edges, while this one is reduced */
-                if ((int)threadIdx.x < TE && pt + TE + (int)threadIdx.x < p1)
-                    sI[t ^ 1][threadIdx.x] = idx[pt + TE + threadIdx.x];
-                stage_wait<AS>();
-                __syncthreads();
+        int64_t f0 = 0;
+        atom_edge_tiles<TE, AS>(
+            a, ptr0, idx0, ptr1, idx1, sI,
+            [&](int list) { f0 = (int64_t)((list ? b_off1 : b_off0) + c0) * L1 + sw; },
+            [&](int k, int64_t e) {
+                if (stager) {
+                    const T *Xe = Xbar + e * XE + f0;
+                    T *dst = sm + k * PE + sw;
+                    for (int slot = ss; slot < SL; slot += sstep)
+                        STAGE(AS, dst[slot * FW], Xe[(int64_t)slot * g.F]);
+                }
+                for (int i = threadIdx.x; i < g.ND; i += blockDim.x)
+                    STAGE(AS, sm[k * PE + XW + i], D[e * g.ND + i]);
+            },
+            [&](int ne) {
                 if (act)
                     for (int k = 0; k < ne; k++) {
                         const T *xs = sm + k * PE + cc * L1 + l, *Dl = sm + k * PE + XW + dof;
@@ -408,8 +427,7 @@ __global__ void __launch_bounds__(256, 8) frame_atom_k(int64_t N, Geo g, int nro
                                 acc += xs[(2 * m + 1) * FW] * Dl[-m];
                         }
                     }
-            }
-        }
+            });
         if (act)
             out[a * RS + (int64_t)(c0 + cc) * g.S + s] += acc;
     }
@@ -487,36 +505,22 @@ __global__ void __launch_bounds__(32 * (LT + 1)) frame_atom_rb_k(
 #pragma unroll
         for (int sp = 0; sp < 2 * LT + 1; sp++)
             acc[sp] = T(0);
-        for (int list = 0; list < (ptr1 ? 2 : 1); list++) {
-            const int32_t *ptr = list ? ptr1 : ptr0, *idx = list ? idx1 : idx0;
-            const int64_t f0 = (int64_t)((list ? b_off1 : b_off0) + c0) * L1 + tid;
-            const int32_t p0 = ptr[a], p1 = ptr[a + 1];
-            __syncthreads(); /* the previous list's last tile is consumed */
-            if (tid < TE && p0 + tid < p1)
-                sI[0][tid] = idx[p0 + tid];
-            int t = 0;
-            for (int32_t pt = p0; pt < p1; pt += TE, t ^= 1) {
-                const int ne = p1 - pt < TE ? p1 - pt : TE;
-                __syncthreads(); /* sI[t] is written, the previous tile is consumed */
-#pragma unroll
-                for (int k = 0; k < TE; k++)
-                    if (k < ne) {
-                        const int64_t e = sI[t][k];
-                        if (stager) {
-                            const T *Xe = Xbar + e * XE + f0;
-                            T *dst = sm + k * PE + st_off;
-                            STAGE(AS, dst[0], Xe[0]);
-                            for (int slot = 2; slot < SL; slot++)
-                                STAGE(AS, dst[(slot - 1) * SW], Xe[(int64_t)slot * g.F]);
-                        }
-                        for (int i = tid; i < g.ND; i += NT)
-                            STAGE(AS, sm[k * PE + XW + i], D[e * g.ND + i]);
-                    }
-                /* the next tile's edges, while this one is reduced */
-                if (tid < TE && pt + TE + tid < p1)
-                    sI[t ^ 1][tid] = idx[pt + TE + tid];
-                stage_wait<AS>();
-                __syncthreads();
+        int64_t f0 = 0;
+        atom_edge_tiles<TE, AS>(
+            a, ptr0, idx0, ptr1, idx1, sI,
+            [&](int list) { f0 = (int64_t)((list ? b_off1 : b_off0) + c0) * L1 + tid; },
+            [&](int k, int64_t e) {
+                if (stager) {
+                    const T *Xe = Xbar + e * XE + f0;
+                    T *dst = sm + k * PE + st_off;
+                    STAGE(AS, dst[0], Xe[0]);
+                    for (int slot = 2; slot < SL; slot++)
+                        STAGE(AS, dst[(slot - 1) * SW], Xe[(int64_t)slot * g.F]);
+                }
+                for (int i = tid; i < g.ND; i += NT)
+                    STAGE(AS, sm[k * PE + XW + i], D[e * g.ND + i]);
+            },
+            [&](int ne) {
                 const T *sx = sm + l * CW + c, *sd = sm + XW + dblock(l);
                 switch (l) { /* warp-uniform */
                 case 0: fa_edges<T, 0>(ne, sx, sd, PE, SW, ml, acc); break;
@@ -525,8 +529,7 @@ __global__ void __launch_bounds__(32 * (LT + 1)) frame_atom_rb_k(
                 case 3: fa_edges<T, (LT >= 3 ? 3 : 0)>(ne, sx, sd, PE, SW, ml, acc); break;
                 default: fa_edges<T, (LT >= 4 ? 4 : 0)>(ne, sx, sd, PE, SW, ml, acc); break;
                 }
-            }
-        }
+            });
         if (c < ncc) {
             T *o = out + a * RS + (int64_t)(c0 + c) * g.S + l * l;
 #pragma unroll
@@ -892,12 +895,12 @@ template void fill_frame<double>(ecenet_backend &);
 
 extern "C" int ecn_cuda_set_frame_async(int on)
 {
-    return ecn_cu::fa_mode().exchange(on != 0);
+    return ecn_cu::fa_switch.get().exchange(on != 0);
 }
 
 extern "C" unsigned long long ecn_cuda_frame_async_launches(void) { return ecn_cu::fa_launches.load(); }
 
-extern "C" int ecn_cuda_set_frame_atom_rb(int on) { return ecn_cu::far_mode().exchange(on != 0); }
+extern "C" int ecn_cuda_set_frame_atom_rb(int on) { return ecn_cu::far_switch.get().exchange(on != 0); }
 
 extern "C" unsigned long long ecn_cuda_frame_atom_rb_launches(void)
 {
