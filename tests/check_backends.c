@@ -290,49 +290,64 @@ static tens t_acc_like(tctx *c, const tens *t)
     return r;
 }
 
-/* cuda: the bond-frame kernels' cp.async staging (cuda_frame.cu) on or off;
- * returns the old setting (0 elsewhere), and how many launches staged so */
-static int fa_set(const tctx *c, int on)
+/* cuda's kernel choices (cuda_backend.h) that the tests switch: set one
+ * (returns the old setting; 0, and nothing done, on other backends) and
+ * count the launches that took it */
+enum cuda_choice {
+    CHOICE_FRAME_ASYNC,   /* cp.async staging of the bond-frame kernels */
+    CHOICE_FRAME_ATOM_RB, /* the register-blocked per-atom frame kernel */
+    CHOICE_LAYER_TC       /* the tensor-core layer kernels (a mode) */
+};
+static int choice_set(int is_cuda, enum cuda_choice w, int v)
 {
 #ifdef ECENET_HAVE_CUDA
-    if (!strcmp(c->be->name, "cuda"))
-        return ecn_cuda_set_frame_async(on);
+    if (is_cuda)
+        switch (w) {
+        case CHOICE_FRAME_ASYNC: return ecn_cuda_set_frame_async(v);
+        case CHOICE_FRAME_ATOM_RB: return ecn_cuda_set_frame_atom_rb(v);
+        case CHOICE_LAYER_TC: return ecn_cuda_set_layer_tc(v);
+        }
 #endif
-    (void)c;
-    (void)on;
+    (void)is_cuda;
+    (void)w;
+    (void)v;
     return 0;
 }
+static unsigned long long choice_runs(int is_cuda, enum cuda_choice w)
+{
+#ifdef ECENET_HAVE_CUDA
+    if (is_cuda)
+        switch (w) {
+        case CHOICE_FRAME_ASYNC: return ecn_cuda_frame_async_launches();
+        case CHOICE_FRAME_ATOM_RB: return ecn_cuda_frame_atom_rb_launches();
+        case CHOICE_LAYER_TC: return ecn_cuda_layer_tc_launches();
+        }
+#endif
+    (void)is_cuda;
+    (void)w;
+    return 0;
+}
+static int on_cuda(const tctx *c) { return !strcmp(c->be->name, "cuda"); }
+static int fa_set(const tctx *c, int on) { return choice_set(on_cuda(c), CHOICE_FRAME_ASYNC, on); }
 static unsigned long long fa_runs(const tctx *c)
 {
-#ifdef ECENET_HAVE_CUDA
-    if (!strcmp(c->be->name, "cuda"))
-        return ecn_cuda_frame_async_launches();
-#endif
-    (void)c;
-    return 0;
+    return choice_runs(on_cuda(c), CHOICE_FRAME_ASYNC);
 }
-
-/* cuda: the register-blocked per-atom frame kernel (frame_atom_rb_k, l_max
- * <= 4) on or off; returns the old setting (0 elsewhere), and how many
- * launches ran it */
 static int far_set(const tctx *c, int on)
 {
-#ifdef ECENET_HAVE_CUDA
-    if (!strcmp(c->be->name, "cuda"))
-        return ecn_cuda_set_frame_atom_rb(on);
-#endif
-    (void)c;
-    (void)on;
-    return 0;
+    return choice_set(on_cuda(c), CHOICE_FRAME_ATOM_RB, on);
 }
 static unsigned long long far_runs(const tctx *c)
 {
-#ifdef ECENET_HAVE_CUDA
-    if (!strcmp(c->be->name, "cuda"))
-        return ecn_cuda_frame_atom_rb_launches();
-#endif
-    (void)c;
-    return 0;
+    return choice_runs(on_cuda(c), CHOICE_FRAME_ATOM_RB);
+}
+
+/* the op since r0 ran the register-blocked per-atom kernel once where it
+ * applies (cuda, with edges, l_max <= 4), else not at all */
+static void far_expect(const tctx *c, unsigned long long r0, size_t E, int L, const char *what)
+{
+    const unsigned long long ran = far_runs(c) - r0, want = on_cuda(c) && E && L <= 4 ? 1 : 0;
+    ck_assert_msg(ran == want, "%s: %llu register-blocked launches, expected %llu", what, ran, want);
 }
 
 /* the ops since r0 staged with cp.async in n launches (none without edges) */
@@ -663,9 +678,7 @@ static void test_edge_frame(tctx *c, setup *u)
     t_check(c, &Aeb, "edge_frame_vjp", "A_emb_bar", 1);
     t_check(c, &Db, "edge_frame_vjp", "Dbar", 1);
     if (!strcmp(be->name, "cuda")) { /* the general per-atom kernel: the same sums, the same bits */
-        const unsigned long long want = E && dm->L <= 4 ? 1 : 0;
-        ck_assert_msg(far_runs(c) - rb0 == want, "edge_frame_vjp: %llu register-blocked launches, expected %llu",
-                      far_runs(c) - rb0, want);
+        far_expect(c, rb0, E, dm->L, "edge_frame_vjp");
         far_set(c, 0);
         tens Aeb3 = t_acc_like(c, &Aeb), Db3 = t_acc_like(c, &Db);
         be->edge_frame_vjp(&u->dd, u->d_edge_i, u->d_edge_j, Ae.d, D.d, Xbar.d, Aeb3.d, Db3.d);
@@ -903,25 +916,8 @@ static size_t relu_kink_mask(const ecenet_realspace_params *p, const int32_t *ts
 }
 
 /* cuda tensor-core kernels: set the mode (returns the old one), count launches */
-static int tc_set(int is_cuda, int mode)
-{
-#ifdef ECENET_HAVE_CUDA
-    if (is_cuda)
-        return ecn_cuda_set_layer_tc(mode);
-#endif
-    (void)is_cuda;
-    (void)mode;
-    return 0;
-}
-static unsigned long long tc_runs(int is_cuda)
-{
-#ifdef ECENET_HAVE_CUDA
-    if (is_cuda)
-        return ecn_cuda_layer_tc_launches();
-#endif
-    (void)is_cuda;
-    return 0;
-}
+static int tc_set(int is_cuda, int mode) { return choice_set(is_cuda, CHOICE_LAYER_TC, mode); }
+static unsigned long long tc_runs(int is_cuda) { return choice_runs(is_cuda, CHOICE_LAYER_TC); }
 /* the op launched the tensor-core kernel once if it applies, else not at all */
 static void tc_expect(int is_cuda, unsigned long long before, int applies, const char *op,
                       const char *what)
@@ -1329,15 +1325,13 @@ static void test_mp(tctx *c, setup *u)
     t_check(c, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar", 1);
     t_check(c, &Db2, "mp_rotate_unpack_vjp", "Dbar", 1);
     if (!strcmp(be->name, "cuda")) { /* the general per-atom kernel: the same sums, the same bits */
-        const unsigned long long want = E && dm->L <= 4 ? 1 : 0;
-        ck_assert_msg(far_runs(c) - rb0 == want,
-                      "mp_rotate_unpack_vjp: %llu register-blocked launches, expected %llu",
-                      far_runs(c) - rb0, want);
+        far_expect(c, rb0, E, dm->L, "mp_rotate_unpack_vjp");
         far_set(c, 0);
         tens Dlb3 = t_acc_like(c, &Dlbar), Db3 = t_acc_like(c, &Db2);
         be->mp_rotate_unpack_vjp(&u->dd, u->d_edge_i, Dl.d, D.d, Xbar.d, Dlb3.d, Db3.d);
         far_set(c, 1);
-        t_same_bits(c, &Dlb3, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar, general frame_atom kernel");
+        t_same_bits(c, &Dlb3, &Dlbar, "mp_rotate_unpack_vjp",
+                    "Delta_bar, general frame_atom kernel");
     }
     if (!strcmp(be->name, "cuda")) { /* staged with cp.async: the same values, the same bits */
         fa_set(c, 1);
