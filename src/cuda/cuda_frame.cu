@@ -11,9 +11,10 @@
  *   frame_out   per edge: g[e] = pack(X[e])·D_eᵀ             (pack-unrotate)
  *   frame_atom  per atom: rows_bar[a] += Σ_{e∈CSR(a)} pack(X̄[e])·D_eᵀ (Ā_emb, Δ̄)
  *   frame_dbar  per edge: D̄_e += rows(e)ᵀ·select⁻¹(Xs[e])     (every D̄)
- * (the pack-unrotate VJP runs frame_in and frame_dbar as one kernel, pu_vjp).
+ * (the pack-unrotate VJP runs frame_in and frame_dbar as one kernel, pu_vjp;
+ * frame_atom has a register-blocked form, frame_atom_rb, for l_max <= 4).
  * The per-edge kernels stage the edge's rows / features and its D in shared
- * memory; the per-atom kernel loops the atom's edges in CSR order, so every
+ * memory; the per-atom kernels loop the atom's edges in CSR order, so every
  * reduction is deterministic without atomics. */
 #include <atomic>
 #include <mutex>
