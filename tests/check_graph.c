@@ -464,13 +464,24 @@ START_TEST(test_skewed_cell_huge)
     }
     ecn_graph_free(&gc);
     ecn_graph_free(&gs);
-    /* the device search's set-up leaves the skewed cell to the host */
+    /* the device search's set-up leaves the skewed cell to the host: the
+     * host's lists in the graph, those of ecn_graph_build */
     {
         ecenet_nlist su;
+        ecn_graph gb;
         memset(&gs, 0, sizeof gs);
         ck_assert_int_eq(ecn_graph_setup(n, p, skew, PBC_ALL, 5.0, 4.0, &gs, &su, err, sizeof err),
                          ECENET_OK);
         ck_assert_int_eq(su.n, -1);
+        ck_assert_int_eq(ecn_graph_build(n, p, skew, PBC_ALL, 5.0, 4.0, &gb, err, sizeof err),
+                         ECENET_OK);
+        for (int l = 0; l < 2; l++) {
+            const ecn_pairlist *a = l ? &gs.nb : &gs.edges, *b = l ? &gb.nb : &gb.edges;
+            ck_assert(a->n > 0 && a->n == b->n);
+            ck_assert(!memcmp(a->dst, b->dst, (size_t)a->n * sizeof *a->dst));
+            ck_assert(!memcmp(a->shift, b->shift, 3 * (size_t)a->n * sizeof *a->shift));
+        }
+        ecn_graph_free(&gb);
         ck_assert_int_eq(ecn_graph_setup(n, p, cube, PBC_ALL, 5.0, 4.0, &gs, &su, err, sizeof err),
                          ECENET_OK);
         ck_assert_int_eq(su.n, (int64_t)n);

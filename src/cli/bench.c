@@ -189,18 +189,15 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
             out.grad = joint ? forces : NULL;
             double t0 = ecn_synth_now();
             ecenet_status st = ECENET_OK;
-            if (dev) {
+            if (dev) { /* a skewed cell: own holds the host's lists (graph.h) */
                 st = ecn_graph_setup(n, pos, cell, pbc, rce, rcn, &own, &setup, row->err,
                                      sizeof row->err);
-                in.graph = NULL;
-                in.nlist = &setup;
-            }
-            if (st == ECENET_OK && (!dev || setup.n < 0) && row->nl) {
-                /* the host's search (+hostnl, or a skewed cell: graph.h) */
+                in.graph = setup.n < 0 ? &own : NULL;
+                in.nlist = setup.n < 0 ? NULL : &setup;
+            } else if (row->nl) { /* +hostnl */
                 st = ecn_graph_rebuild(n, pos, cell, pbc, rce, rcn, &own, row->err,
                                        sizeof row->err);
                 in.graph = &own;
-                in.nlist = NULL;
             }
             if (st == ECENET_OK)
                 st = ecn_step(eng, &in, &out, row->err, sizeof row->err);

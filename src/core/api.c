@@ -231,9 +231,8 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
     if (st == ECENET_OK && dev) {
         st = ecn_graph_setup(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
                              m->cfg.r_cut_neighbor, g, &setup, ctx->err, ERR_LEN);
-        dev = setup.n >= 0; /* a skewed cell goes to the host search (graph.h) */
-    }
-    if (st == ECENET_OK && !dev)
+        dev = setup.n >= 0; /* a skewed cell: g holds the host's lists (graph.h) */
+    } else if (st == ECENET_OK)
         st = ecn_graph_rebuild(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
                                m->cfg.r_cut_neighbor, g, ctx->err, ERR_LEN);
     if (st == ECENET_OK && o->atom_energies) {

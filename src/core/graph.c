@@ -48,8 +48,8 @@
  *     lengths) is searched in a reduced basis when that visits 8× fewer
  *     images (reduce_frame); the lists and the errors (images, atoms too far
  *     outside the cell) are those of the cell as given. The device search's
- *     set-up (ecn_graph_setup) leaves such a cell to the host search
- *     (s->n = -1). */
+ *     set-up (ecn_graph_setup) searches such a cell on the host instead
+ *     (s->n = -1, the lists in g). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -809,9 +809,9 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     /* a skewed cell is searched in a reduced basis (see reduce_frame) */
     memcpy(inv0, inv, sizeof inv0);
     if (any_per && (reduced = reduce_frame(frame, inv, per, rsearch, U))) {
-        if (setup) { /* left to the host search (graph.h) */
+        if (setup) { /* the device search takes no reduced basis: g gets the host's lists */
             setup->n = -1;
-            goto done;
+            setup = NULL;
         }
         apply_u(U, cell, Cr);
         C = Cr;

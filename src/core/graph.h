@@ -66,9 +66,9 @@ ecenet_status ecn_graph_rebuild(size_t n_atoms, const double *pos, const double 
  * (ops.h nlist_count / nlist_fill): *s points into memory kept by g, valid
  * until g is built, set up or freed again; g's lists are left empty (n = 0).
  * With n_atoms == 0, s->n = 0 and nothing is to be searched. A skewed cell,
- * which ecn_graph_build searches in a reduced basis, is left to the host:
- * s->n = -1 (status OK), and the caller runs ecn_graph_rebuild. On failure
- * *g is freed. */
+ * which ecn_graph_build searches in a reduced basis, is searched here on the
+ * host as ecn_graph_rebuild would: s->n = -1 (status OK) and g holds the
+ * lists. On failure *g is freed. */
 ecenet_status ecn_graph_setup(size_t n_atoms, const double *pos, const double *cell,
                               const int pbc[3], double r_cut_edge, double r_cut_nb,
                               ecn_graph *g, ecenet_nlist *s, char *err, size_t err_len);
