@@ -113,7 +113,6 @@ static int usage(const char *what, const char *arg)
     return 2;
 }
 
-
 static int parse_double(const char *s, double lo, double hi, double *out)
 {
     char *end;

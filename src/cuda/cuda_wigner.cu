@@ -289,60 +289,44 @@ __global__ void wigner_vjp_k(int64_t E, int Lrt, int ND, const T *cg, const T *d
     }
 }
 
-/* warps per block (at most 8, within 48 KiB with the CG table) and a grid of
- * at most one wave of resident blocks (the warps loop over edges) */
-template <typename K>
-static bool wigner_launch_shape(K kern, int64_t E, int wdoubles, int gsh, const char *op, int *wpb,
-                                size_t *smem, unsigned *grid)
+/* Launch a Wigner kernel as kern(E, args..., wdoubles, gsh): warps per block
+ * (at most 8, within 48 KiB with the CG table) and a grid of at most one
+ * wave of resident blocks (the warps loop over edges) */
+template <typename K, typename... A>
+static void wigner_launch(K kern, const char *op, int64_t E, int wdoubles, int gsh, A... args)
 {
     const size_t per_warp = (size_t)wdoubles * sizeof(double), gbytes = (size_t)gsh * sizeof(double);
     const size_t room = 48 * 1024 > gbytes ? 48 * 1024 - gbytes : 0;
-    int n = (int)(room / per_warp);
-    *wpb = n < 1 ? 1 : (n > 8 ? 8 : n);
-    *smem = gbytes + per_warp * *wpb;
-    if (!smem_ready(kern, *smem, op))
-        return false;
+    const int n = (int)(room / per_warp), wpb = n < 1 ? 1 : (n > 8 ? 8 : n);
+    const size_t smem = gbytes + per_warp * wpb;
+    if (!smem_ready(kern, smem, op))
+        return;
     int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 32 * *wpb, *smem) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 32 * wpb, smem) !=
             cudaSuccess ||
         per_sm < 1)
         per_sm = 1;
-    const int64_t nb = (E + *wpb - 1) / *wpb, cap = (int64_t)state().n_sm * per_sm;
-    *grid = grid_items(nb < cap ? nb : cap);
-    return true;
+    const int64_t nb = (E + wpb - 1) / wpb, cap = (int64_t)state().n_sm * per_sm;
+    kern<<<grid_items(nb < cap ? nb : cap), 32 * wpb, smem>>>(E, args..., wdoubles, gsh);
+    CU_LAUNCHED();
 }
 
 template <typename T, int LT>
 static void wigner_fwd_launch(int64_t E, int L, const void *cg, const void *d, const void *r,
                               void *D)
 {
-    const int ND = dblock(L + 1), wd = fwd_warp_doubles(L), gsh = LT ? cg_off(L + 1) : 0;
-    int wpb;
-    size_t sm;
-    unsigned grid;
-    if (!wigner_launch_shape(wigner_fwd_k<T, LT>, E, wd, gsh, "wigner_fwd (l_max too large)", &wpb,
-                             &sm, &grid))
-        return;
-    wigner_fwd_k<T, LT><<<grid, 32 * wpb, sm>>>(E, L, ND, (const T *)cg, (const T *)d,
-                                                (const T *)r, (T *)D, wd, gsh);
-    CU_LAUNCHED();
+    wigner_launch(wigner_fwd_k<T, LT>, "wigner_fwd (l_max too large)", E, fwd_warp_doubles(L),
+                  LT ? cg_off(L + 1) : 0, L, dblock(L + 1), (const T *)cg, (const T *)d,
+                  (const T *)r, (T *)D);
 }
 
 template <typename T, int LT>
 static void wigner_vjp_launch(int64_t E, int L, const void *cg, const void *d, const void *r,
                               const void *D, const void *Dbar, void *dbar)
 {
-    const int ND = dblock(L + 1), wd = vjp_warp_doubles(L), gsh = LT ? cg_off(L + 1) : 0;
-    int wpb;
-    size_t sm;
-    unsigned grid;
-    if (!wigner_launch_shape(wigner_vjp_k<T, LT>, E, wd, gsh, "wigner_vjp (l_max too large)", &wpb,
-                             &sm, &grid))
-        return;
-    wigner_vjp_k<T, LT><<<grid, 32 * wpb, sm>>>(E, L, ND, (const T *)cg, (const T *)d,
-                                                (const T *)r, (const T *)D, (const T *)Dbar,
-                                                (T *)dbar, wd, gsh);
-    CU_LAUNCHED();
+    wigner_launch(wigner_vjp_k<T, LT>, "wigner_vjp (l_max too large)", E, vjp_warp_doubles(L),
+                  LT ? cg_off(L + 1) : 0, L, dblock(L + 1), (const T *)cg, (const T *)d,
+                  (const T *)r, (const T *)D, (const T *)Dbar, (T *)dbar);
 }
 
 template <typename T>
