@@ -296,6 +296,7 @@ static tens t_acc_like(tctx *c, const tens *t)
 enum cuda_choice {
     CHOICE_FRAME_ASYNC,   /* cp.async staging of the bond-frame kernels */
     CHOICE_FRAME_ATOM_RB, /* the register-blocked per-atom frame kernel */
+    CHOICE_FRAME_PIPE,    /* the two-buffer pipelined per-edge frame kernels */
     CHOICE_LAYER_TC       /* the tensor-core layer kernels (a mode) */
 };
 static int choice_set(int is_cuda, enum cuda_choice w, int v)
@@ -305,6 +306,7 @@ static int choice_set(int is_cuda, enum cuda_choice w, int v)
         switch (w) {
         case CHOICE_FRAME_ASYNC: return ecn_cuda_set_frame_async(v);
         case CHOICE_FRAME_ATOM_RB: return ecn_cuda_set_frame_atom_rb(v);
+        case CHOICE_FRAME_PIPE: return ecn_cuda_set_frame_pipe(v);
         case CHOICE_LAYER_TC: return ecn_cuda_set_layer_tc(v);
         }
 #endif
@@ -320,6 +322,7 @@ static unsigned long long choice_runs(int is_cuda, enum cuda_choice w)
         switch (w) {
         case CHOICE_FRAME_ASYNC: return ecn_cuda_frame_async_launches();
         case CHOICE_FRAME_ATOM_RB: return ecn_cuda_frame_atom_rb_launches();
+        case CHOICE_FRAME_PIPE: return ecn_cuda_frame_pipe_launches();
         case CHOICE_LAYER_TC: return ecn_cuda_layer_tc_launches();
         }
 #endif
@@ -340,6 +343,12 @@ static int far_set(const tctx *c, int on)
 static unsigned long long far_runs(const tctx *c)
 {
     return choice_runs(on_cuda(c), CHOICE_FRAME_ATOM_RB);
+}
+
+static int fp_set(const tctx *c, int on) { return choice_set(on_cuda(c), CHOICE_FRAME_PIPE, on); }
+static unsigned long long fp_runs(const tctx *c)
+{
+    return choice_runs(on_cuda(c), CHOICE_FRAME_PIPE);
 }
 
 /* the op since r0 ran the register-blocked per-atom kernel once where it
@@ -665,7 +674,7 @@ static void test_edge_frame(tctx *c, setup *u)
     const size_t E = (size_t)dm->E, N = (size_t)dm->N, CS = (size_t)dm->C * dm->S;
     const size_t XE = (size_t)dm->Q * 2 * dm->F, ND = (size_t)dm->ND, F = (size_t)dm->F;
     const int fa_old = fa_set(c, 0); /* cuda: staging through registers first */
-    const int far_old = far_set(c, 1);
+    const int far_old = far_set(c, 1), fp_old = fp_set(c, 0);
     tens Ae = t_rand(c, N * CS, 1.0), D = t_rand(c, E * ND, 0.5);
     tens X = t_out(c, E * XE);
     ref_edge_frame_fwd(dm, u->edge_i, u->edge_j, Ae.h, D.h, X.h);
@@ -696,9 +705,21 @@ static void test_edge_frame(tctx *c, setup *u)
         t_same_bits(c, &X2, &X, "edge_frame_fwd", "X, cp.async staging");
         t_same_bits(c, &Aeb2, &Aeb, "edge_frame_vjp", "A_emb_bar, cp.async staging");
         t_same_bits(c, &Db2, &Db, "edge_frame_vjp", "Dbar, cp.async staging");
+        fa_set(c, 1); /* the pipelined D̄ kernel (frame_dbar_pk) */
+        fp_set(c, 1);
+        const unsigned long long p0 = fp_runs(c);
+        tens Aeb4 = t_acc_like(c, &Aeb), Db4 = t_acc_like(c, &Db);
+        be->edge_frame_vjp(&u->dd, u->d_edge_i, u->d_edge_j, Ae.d, D.d, Xbar.d, Aeb4.d, Db4.d);
+        fp_set(c, 0);
+        fa_set(c, 0);
+        const unsigned long long pn = fp_runs(c) - p0;
+        ck_assert_msg(E == 0 || pn == 1, "edge frame: %llu pipelined launches, expected 1", pn);
+        t_same_bits(c, &Db4, &Db, "edge_frame_vjp", "Dbar, pipelined kernel");
+        t_same_bits(c, &Aeb4, &Aeb, "edge_frame_vjp", "A_emb_bar, with the pipelined D̄ kernel");
     }
     fa_set(c, fa_old);
     far_set(c, far_old);
+    fp_set(c, fp_old);
 
     const int K = 3;
     tens fr = t_rand(c, E * K, 0.5), V = t_rand(c, K * F, 0.5), Xin = t_rand(c, E * XE, 1.0);
@@ -1273,7 +1294,7 @@ static void test_mp(tctx *c, setup *u)
     const size_t XE = (size_t)dm->Q * 2 * dm->F, ND = (size_t)dm->ND, F = (size_t)dm->F;
     const int T = dm->T, B = dm->B;
     const int fa_old = fa_set(c, 0); /* cuda: staging through registers first */
-    const int far_old = far_set(c, 1);
+    const int far_old = far_set(c, 1), fp_old = fp_set(c, 0);
     tens X = features(c, dm->E, dm->Q, dm->F, 1), D = t_rand(c, E * ND, 0.5);
     tens g = t_out(c, E * BS);
     ref_mp_pack_unrotate_fwd(dm, X.h, D.h, g.h, NULL);
@@ -1352,9 +1373,38 @@ static void test_mp(tctx *c, setup *u)
         t_same_bits(c, &Xioa, &Xio, "mp_rotate_unpack_fwd", "X += unpack, cp.async staging");
         t_same_bits(c, &Dlba, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar, cp.async staging");
         t_same_bits(c, &Db2a, &Db2, "mp_rotate_unpack_vjp", "Dbar, cp.async staging");
+        /* the pipelined per-edge kernels: frame_out_pk, pu_vjp_pk, frame_dbar_pk,
+         * on a grid of 7 blocks, so that each block loops over several edges
+         * through both shared buffers */
+        fa_set(c, 1);
+        fp_set(c, 1);
+#ifdef ECENET_HAVE_CUDA
+        const int fpb_old = ecn_cuda_set_frame_pipe_blocks(7);
+#endif
+        const unsigned long long p0 = fp_runs(c);
+        tens gp = t_out(c, g2.n), Xsp = t_out(c, Xs.n), Xbp = t_acc_like(c, &Xb);
+        tens Dbp = t_acc_like(c, &Db), Dlbp = t_acc_like(c, &Dlbar), Db2p = t_acc_like(c, &Db2);
+        be->mp_pack_unrotate_fwd(&u->dd, X.d, D.d, gp.d, Xsp.d);
+        be->mp_pack_unrotate_vjp(&u->dd, X.d, D.d, gbar.d, Xbp.d, Dbp.d);
+        be->mp_rotate_unpack_vjp(&u->dd, u->d_edge_i, Dl.d, D.d, Xbar.d, Dlbp.d, Db2p.d);
+#ifdef ECENET_HAVE_CUDA
+        ecn_cuda_set_frame_pipe_blocks(fpb_old);
+#endif
+        fp_set(c, 0);
+        fa_set(c, 0);
+        const unsigned long long pn = fp_runs(c) - p0;
+        ck_assert_msg(E == 0 || pn == 3, "message passing: %llu pipelined launches, expected 3",
+                      pn);
+        t_same_bits(c, &gp, &g2, "mp_pack_unrotate_fwd", "g, pipelined kernel");
+        t_same_bits(c, &Xsp, &Xs, "mp_pack_unrotate_fwd", "copy of X, pipelined kernel");
+        t_same_bits(c, &Xbp, &Xb, "mp_pack_unrotate_vjp", "Xbar, pipelined kernel");
+        t_same_bits(c, &Dbp, &Db, "mp_pack_unrotate_vjp", "Dbar, pipelined kernel");
+        t_same_bits(c, &Dlbp, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar, pipelined D̄ kernel");
+        t_same_bits(c, &Db2p, &Db2, "mp_rotate_unpack_vjp", "Dbar, pipelined kernel");
     }
     fa_set(c, fa_old);
     far_set(c, far_old);
+    fp_set(c, fp_old);
 }
 
 static void test_attention(tctx *c, setup *u)

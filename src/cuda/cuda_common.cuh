@@ -82,6 +82,18 @@ static inline unsigned grid_items(int64_t n)
     return (unsigned)(n > 0x7fffffffLL ? 0x7fffffffLL : (n < 1 ? 1 : n));
 }
 
+/* how many blocks of this kernel (threads, dynamic shared memory) fit on
+ * the GPU at once: one wave, for kernels whose blocks loop over the work */
+template <typename K> static inline int64_t resident_blocks(K kernel, int threads, size_t smem)
+{
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
+            cudaSuccess ||
+        per_sm < 1)
+        per_sm = 1;
+    return (int64_t)state().n_sm * per_sm;
+}
+
 /* p is 16-byte aligned (the vector kernels' 16-byte loads and stores) */
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 

@@ -301,12 +301,7 @@ static void wigner_launch(K kern, const char *op, int64_t E, int wdoubles, int g
     const size_t smem = gbytes + per_warp * wpb;
     if (!smem_ready(kern, smem, op))
         return;
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 32 * wpb, smem) !=
-            cudaSuccess ||
-        per_sm < 1)
-        per_sm = 1;
-    const int64_t nb = (E + wpb - 1) / wpb, cap = (int64_t)state().n_sm * per_sm;
+    const int64_t nb = (E + wpb - 1) / wpb, cap = resident_blocks(kern, 32 * wpb, smem);
     kern<<<grid_items(nb < cap ? nb : cap), 32 * wpb, smem>>>(E, args..., wdoubles, gsh);
     CU_LAUNCHED();
 }
