@@ -241,6 +241,23 @@ else
     fail "unknown option: exit status $rc, $(cat "$tmp/err")"
 fi
 
+# a bad --precision names itself; the spelled-out names are the same precision
+ecenet compute --model "$eth_model" --precision f16 "$eth" -o "$tmp/out.extxyz" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q -- "--precision 'f16' is neither f64 nor f32" "$tmp/err" &&
+    [ ! -e "$tmp/out.extxyz" ]; then
+    pass "bad precision: $(head -n 1 "$tmp/err")"
+else
+    fail "bad precision: exit status $rc, $(cat "$tmp/err")"
+fi
+if ecenet compute --model "$eth_model" --backend ref --precision f64 "$eth" -o "$tmp/p1.extxyz" 2>/dev/null &&
+    ecenet compute --model "$eth_model" --backend ref --precision double "$eth" -o "$tmp/p2.extxyz" 2>/dev/null &&
+    [ -s "$tmp/p1.extxyz" ] && cmp -s "$tmp/p1.extxyz" "$tmp/p2.extxyz"; then
+    pass "--precision double is f64"
+else
+    fail "--precision double is not the same as f64"
+fi
+
 # ---- (c) several frames -------------------------------------------------
 { cat "$eth"; cat "$eth"; echo; } >"$tmp/two.extxyz"
 if ecenet compute --model "$eth_model" "$tmp/two.extxyz" -o "$tmp/two.out.extxyz" 2>"$tmp/err" &&

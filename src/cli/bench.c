@@ -125,9 +125,9 @@ int ecn_cli_check_valued(const char *cmd, const char *a, const char *v,
 
 const char *ecn_cli_precision_why(const char *s, ecenet_precision *p)
 {
-    if (!strcmp(s, "f64"))
+    if (!strcmp(s, "f64") || !strcmp(s, "fp64") || !strcmp(s, "double"))
         *p = ECENET_F64;
-    else if (!strcmp(s, "f32"))
+    else if (!strcmp(s, "f32") || !strcmp(s, "fp32") || !strcmp(s, "float"))
         *p = ECENET_F32;
     else
         return "is neither f64 nor f32";

@@ -28,7 +28,8 @@ int ecn_cli_is_one_of(const char *s, const char *const *names);
  * else 2, with "is not an option" or "needs a value" and the usage printed */
 int ecn_cli_check_valued(const char *cmd, const char *a, const char *v,
                          const char *const *valued, const char *usage);
-/* NULL if s is "f64" or "f32" (stored in *p), else why not */
+/* NULL if s names a precision, stored in *p: f64 (also fp64, double) or
+ * f32 (also fp32, float); else why not. Every command takes these names. */
 const char *ecn_cli_precision_why(const char *s, ecenet_precision *p);
 /* NULL if s is an integer in [lo, hi] (stored in *out), else why not (in buf) */
 const char *ecn_cli_int_why(const char *s, int lo, int hi, int *out, char *buf, size_t len);

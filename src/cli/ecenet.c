@@ -55,6 +55,7 @@ static const command commands[] = {
      "  -m, --model MODEL       model file (.safetensors)\n"
      "  -b, --backend NAME      backend (default: $ECENET_BACKEND, else ref)\n"
      "  -p, --precision P       f64 (default, or $ECENET_PRECISION) or f32\n"
+     "                          (also spelled fp64, double / fp32, float)\n"
      "  -o, --output FILE       output file (\"-\" = standard output)\n"
      "      --tf32              TF32 tensor-core GEMMs (cuda f32 only; ~1e-3 rel.)\n"
      "      --low-memory        recompute layer activations in the backward in\n"
@@ -174,21 +175,6 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int parse_precision(const char *s, ecenet_precision *p)
-{
-    if (strcmp(s, "f64") == 0 || strcmp(s, "fp64") == 0 ||
-        strcmp(s, "double") == 0) {
-        *p = ECENET_F64;
-        return 0;
-    }
-    if (strcmp(s, "f32") == 0 || strcmp(s, "fp32") == 0 ||
-        strcmp(s, "float") == 0) {
-        *p = ECENET_F32;
-        return 0;
-    }
-    return -1;
-}
-
 static void model_elements(const ecenet_model *m, char *buf, size_t len)
 {
     int t, n = ecenet_model_n_types(m);
@@ -257,14 +243,14 @@ static int cmd_compute(int argc, char **argv)
     if (output && !*output)
         return usage_error("compute", "--output: empty file name");
     if (prec_s) {
-        if (parse_precision(prec_s, &precision) != 0)
-            return usage_error("compute", "--precision '%s': expected f64 or f32",
-                               prec_s);
+        const char *why = ecn_cli_precision_why(prec_s, &precision);
+        if (why)
+            return usage_error("compute", "--precision '%s' %s", prec_s, why);
     } else if (getenv("ECENET_PRECISION") && *getenv("ECENET_PRECISION")) {
         prec_s = getenv("ECENET_PRECISION");
-        if (parse_precision(prec_s, &precision) != 0)
-            return usage_error("compute", "ECENET_PRECISION='%s': expected f64 or f32",
-                               prec_s);
+        const char *why = ecn_cli_precision_why(prec_s, &precision);
+        if (why)
+            return usage_error("compute", "ECENET_PRECISION='%s' %s", prec_s, why);
     }
 
     if (exyz_read(input, &file, err, sizeof err) != 0)
