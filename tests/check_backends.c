@@ -951,6 +951,50 @@ static void tc_expect(int is_cuda, unsigned long long before, int applies, const
                   applies != 0);
 }
 
+/* The fused layer entries against ref: layer_fwd (X += RealSpace(Linear(X)),
+ * Z kept) from X, and layer_vjp on random Z (zero sin m = 0 slot if zero_z);
+ * the tensor-core kernel must run once in each where tc_fwd / tc_vjp say */
+static void layer_check(tctx *c, setup *u, lin_pair *lp, rs_pair *rp, const tens *X, int zero_z,
+                        const char *op, int is_cuda, int tc_fwd, int tc_vjp)
+{
+    const ecenet_backend *be = c->be;
+    const ecenet_dims *dm = &u->dh;
+    const int64_t E = dm->E;
+    const size_t XE = (size_t)dm->Q * 2 * dm->F;
+    if (be->layer_fwd) {
+        tens Xio = t_acc(c, (size_t)E * XE);
+        /* X in/out starts from X: copy X into both */
+        memcpy(Xio.h, X->h, (size_t)E * XE * sizeof(double));
+        memcpy(Xio.init, X->h, (size_t)E * XE * sizeof(double));
+        if (E)
+            be->upload(Xio.d, X->h, (size_t)E * XE);
+        tens Z = t_out(c, (size_t)E * XE);
+        double *tmp = hbuf(c, (size_t)E * XE);
+        ref_linear_fwd(E, &lp->h, u->tsrc, u->ttgt, X->h, Z.h);
+        ref_realspace_fwd(E, &rp->h, u->tsrc, u->ttgt, Z.h, tmp);
+        ref_add((int64_t)(E * XE), tmp, Xio.h);
+        const unsigned long long n0 = tc_runs(is_cuda);
+        be->layer_fwd(E, &lp->d, &rp->d, u->d_tsrc, u->d_ttgt, Xio.d, Z.d);
+        t_check(c, &Z, op, "fwd Z", 0);
+        t_check(c, &Xio, op, "fwd X += RealSpace(Z)", 0);
+        tc_expect(is_cuda, n0, tc_fwd, op, "fwd");
+    }
+    if (be->layer_vjp) {
+        tens Z = features(c, E, dm->Q, dm->F, zero_z);
+        tens Xb = t_acc(c, (size_t)E * XE);
+        double *tmp = hbuf(c, (size_t)E * XE);
+        for (size_t k = 0; k < (size_t)E * XE; k++)
+            tmp[k] = 0.0;
+        ref_realspace_vjp(E, &rp->h, u->tsrc, u->ttgt, Z.h, Xb.h, tmp);
+        ref_linear_vjp(E, &lp->h, u->tsrc, u->ttgt, tmp, Xb.h);
+        void *dtmp = dalloc(c, (size_t)E * XE * be->real_size);
+        const unsigned long long n0 = tc_runs(is_cuda);
+        be->layer_vjp(E, &lp->d, &rp->d, u->d_tsrc, u->d_ttgt, Z.d, Xb.d, dtmp);
+        t_check(c, &Xb, op, "vjp Xbar", 1);
+        tc_expect(is_cuda, n0, tc_vjp, op, "vjp");
+    }
+}
+
 static void test_layers(tctx *c, setup *u)
 {
     const ecenet_backend *be = c->be;
@@ -1212,40 +1256,31 @@ static void test_layers(tctx *c, setup *u)
                 tc_fits = tc_fits && !split && s0z && ecn_cuda_layer_wg_available() &&
                           F % 128 == 0 && F <= 256;
 #endif
-            if (be->layer_fwd) {
-                tens Xio = t_acc(c, (size_t)E * XE);
-                /* X in/out starts from X: copy X into both */
-                memcpy(Xio.h, X.h, (size_t)E * XE * sizeof(double));
-                memcpy(Xio.init, X.h, (size_t)E * XE * sizeof(double));
-                if (E)
-                    be->upload(Xio.d, X.h, (size_t)E * XE);
-                tens Z = t_out(c, (size_t)E * XE);
-                double *tmp = hbuf(c, (size_t)E * XE);
-                ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, X.h, Z.h);
-                ref_realspace_fwd(E, &rp.h, u->tsrc, u->ttgt, Z.h, tmp);
-                ref_add((int64_t)(E * XE), tmp, Xio.h);
-                const unsigned long long n0 = tc_runs(is_cuda);
-                be->layer_fwd(E, &lp.d, &rp.d, u->d_tsrc, u->d_ttgt, Xio.d, Z.d);
-                t_check(c, &Z, op, "fwd Z", 0);
-                t_check(c, &Xio, op, "fwd X += RealSpace(Z)", 0);
-                tc_expect(is_cuda, n0, tc_fits && !corr, op, "fwd");
-            }
-            if (be->layer_vjp) {
-                tens Z = features(c, E, Q, F, variant == 0);
-                tens Xb = t_acc(c, (size_t)E * XE);
-                double *tmp = hbuf(c, (size_t)E * XE);
-                for (size_t k = 0; k < (size_t)E * XE; k++)
-                    tmp[k] = 0.0;
-                ref_realspace_vjp(E, &rp.h, u->tsrc, u->ttgt, Z.h, Xb.h, tmp);
-                ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, tmp, Xb.h);
-                void *dtmp = dalloc(c, (size_t)E * XE * be->real_size);
-                const unsigned long long n0 = tc_runs(is_cuda);
-                be->layer_vjp(E, &lp.d, &rp.d, u->d_tsrc, u->d_ttgt, Z.d, Xb.d, dtmp);
-                t_check(c, &Xb, op, "vjp Xbar", 1);
-                tc_expect(is_cuda, n0, tc == 2 && tc_fits && split, op, "vjp");
-            }
+            layer_check(c, u, &lp, &rp, &X, variant == 0, op, is_cuda, tc_fits && !corr,
+                        tc == 2 && tc_fits && split);
             tc_set(is_cuda, tc_old);
         }
+#ifdef ECENET_HAVE_CUDA
+    /* cuda: the cuBLAS layer path chunk by chunk (ecn_cuda_set_layer_chunk),
+     * 5 edges a chunk and a shorter last one, in every table mode */
+    if (is_cuda && be->layer_fwd && be->layer_vjp && E > 5)
+        for (int mode = 0; mode < 4; mode++) {
+            lin_pair lp = make_linear(c, F, F, Q, T, 1, u->s.corr);
+            rs_pair rp = make_rs(c, F, Q, G, T, u->s.act, 1, u->s.corr, 0);
+            const int s0z = rs_mode(&rp, mode, 1);
+            snprintf(op, sizeof op, "layer in chunks of 5 edges corr=%d%s%s", u->s.corr,
+                     s0z ? " (sin0_zero)" : "", rp.d.grid_sym ? " (grid_sym)" : "");
+            tens X = features(c, E, Q, F, 1);
+            const int tc_old = tc_set(is_cuda, 0);
+            const long long ch_old = ecn_cuda_set_layer_chunk(5);
+            const unsigned long long r0 = ecn_cuda_layer_chunk_runs();
+            layer_check(c, u, &lp, &rp, &X, 1, op, is_cuda, 0, 0);
+            const unsigned long long ran = ecn_cuda_layer_chunk_runs() - r0;
+            ecn_cuda_set_layer_chunk(ch_old);
+            tc_set(is_cuda, tc_old);
+            ck_assert_msg(ran == 2, "%s: %llu chunked layer calls, expected 2", op, ran);
+        }
+#endif
     /* the fused layer on the first layer's linear (frame_nl), as the engine
      * runs it (sin0_zero where cuda honours it); the VJP at the valid positions */
     if (be->layer_fwd && be->layer_vjp && Q <= dm->L + 1) {

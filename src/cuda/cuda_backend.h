@@ -122,6 +122,14 @@ unsigned long long ecn_cuda_frame_pipe_launches(void);
  * through both buffers; returns the previous setting */
 int ecn_cuda_set_frame_pipe_blocks(int max_blocks);
 
+/* Edges per chunk of the cuBLAS layer path (layer_fwd, layer_vjp run their
+ * GEMM and RealSpace kernels chunk by chunk, so that the second finds the
+ * first's output in L2); 0 = all edges at once. Default: env
+ * ECENET_LAYER_CHUNK (read once), else 0. Returns the previous setting. */
+long long ecn_cuda_set_layer_chunk(long long edges);
+/* how many layer calls ran in more than one chunk (for the tests) */
+unsigned long long ecn_cuda_layer_chunk_runs(void);
+
 /* how many linear calls ran on the edge frame's valid columns only
  * (ecenet_linear_params.frame_nl, cuda_linear_frame.cu; tests check that the
  * path they mean to test really ran) */
