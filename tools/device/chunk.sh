@@ -11,6 +11,13 @@ cd $B; T0=$SECONDS; L=$OUT/chunk.log
 for rep in 1 2; do for c in ${SIZES:-0 1024 2048 4096 8192}; do
   ECENET_LAYER_CHUNK=$c timeout 60 ./ecenet bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:tf32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/chunk=$c /" | tee -a $L
 done; done
+# the low-memory mode runs a stage's layers on one chunk of edges at a
+# time, its forward through one Z buffer: with chunks that fit in L2, an
+# L2-resident stage (its joint step recomputes the forward per chunk)
+echo "== low memory, --chunk-edges $((SECONDS-T0))s" | tee -a $L
+for rep in 1 2; do for c in ${LM_SIZES:-0 1024 2048 4096}; do
+  timeout 60 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist,cuda:tf32+nlist+lowmem --chunk-edges $c --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda.*lowmem|rror" | sed "s/^/lm_chunk=$c /" | tee -a $L
+done; done
 echo "== golden, ECENET_LAYER_CHUNK=${GOLDEN_CHUNK:-2048} $((SECONDS-T0))s" | tee -a $L
 for row in cuda:f32+tf32 cuda:f64; do
   ECENET_LAYER_CHUNK=${GOLDEN_CHUNK:-2048} ECENET_TEST_BACKEND=$row CK_RUN_CASE=golden timeout 100 ./check_backends > /tmp/chunk_golden.log 2>&1
