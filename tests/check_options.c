@@ -124,6 +124,47 @@ START_TEST(test_low_memory_same_results)
 }
 END_TEST
 
+/* ECENET_STAGE_CHUNK (read when a context is created, step.c stage_fwd): the
+ * default mode runs each stage's layers chunk by chunk of edges; the same
+ * ops on the same edges, so the same results as all edges at once, within
+ * the tolerances of the low-memory mode (the same regrouping of the rows) */
+START_TEST(test_stage_chunk_same_results)
+{
+    const int c = _i;
+    ecenet_model *m = tu_golden_model(CASES[c]);
+    structure s;
+    golden_structure(CASES[c], &s);
+    static const char *SC[] = {"7", "100"};
+    for (size_t b = 0; b < sizeof BACKENDS / sizeof BACKENDS[0]; b++) {
+        char err[1024];
+        ecenet_ctx *ctx = NULL;
+        if (ecenet_ctx_create(m, BACKENDS[b].name, BACKENDS[b].prec, &ctx, err, sizeof err) !=
+            ECENET_OK)
+            continue; /* not compiled in (test_low_memory_same_results says so) */
+        result r0, r1;
+        compute(ctx, &s, &r0);
+        ecenet_ctx_free(ctx);
+        for (size_t k = 0; k < sizeof SC / sizeof SC[0]; k++) {
+            ck_assert_int_eq(setenv("ECENET_STAGE_CHUNK", SC[k], 1), 0);
+            ctx = NULL;
+            ck_assert_int_eq(
+                ecenet_ctx_create(m, BACKENDS[b].name, BACKENDS[b].prec, &ctx, err, sizeof err),
+                ECENET_OK);
+            unsetenv("ECENET_STAGE_CHUNK");
+            compute(ctx, &s, &r1);
+            ecenet_ctx_free(ctx);
+            const double d = worst_rel(&r1, &r0, &s);
+            printf("%s %s %s stage chunk %s: vs all edges at once worst rel diff %.3g\n",
+                   CASES[c], BACKENDS[b].name, BACKENDS[b].prec == ECENET_F64 ? "f64" : "f32",
+                   SC[k], d);
+            ck_assert_msg(d <= BACKENDS[b].tol, "%s %s stage chunk %s: %.3g > %.3g", CASES[c],
+                          BACKENDS[b].name, SC[k], d, BACKENDS[b].tol);
+        }
+    }
+    ecenet_model_free(m);
+}
+END_TEST
+
 /* The point of the mode: the workspace no longer holds every layer's output.
  * A public model with 2 stages of 4 layers (8 layer outputs kept by default)
  * on the golden diamond box, through the engine to read the workspace size. */
@@ -241,6 +282,8 @@ int main(void)
     TCase *tc = tcase_create("options");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_low_memory_same_results, 0,
+                        (int)(sizeof CASES / sizeof CASES[0]));
+    tcase_add_loop_test(tc, test_stage_chunk_same_results, 0,
                         (int)(sizeof CASES / sizeof CASES[0]));
     tcase_add_test(tc, test_low_memory_smaller);
     tcase_add_test(tc, test_option_errors);

@@ -181,6 +181,10 @@ ecenet_status ecn_engine_create(const ecenet_model *m, const ecenet_backend *be,
     eng->be = be;
     eng->model = m;
     eng->tf32 = be->set_tf32 ? be->set_tf32(-1) : -1; /* the process default (ECENET_TF32) */
+    const char *sc = getenv("ECENET_STAGE_CHUNK"); /* experimental: step.c, stage_fwd */
+    eng->stage_chunk = sc && *sc ? strtoll(sc, NULL, 10) : 0;
+    if (eng->stage_chunk < 0)
+        eng->stage_chunk = 0;
     eng->lin = calloc((size_t)nl, sizeof *eng->lin);
     eng->lin_up = calloc((size_t)nl, sizeof *eng->lin_up);
     eng->rs = calloc((size_t)nl, sizeof *eng->rs);

@@ -28,6 +28,9 @@ struct ecn_engine {
     int low_memory;                      /* recompute layer activations in the backward */
     int split_done;                      /* ecn_engine_split ran */
     int64_t chunk_edges;                 /* low-memory chunk (0 = automatic) */
+    int64_t stage_chunk;                 /* default mode: a stage's layers chunk by
+                                          * chunk of this many edges (0 = all at once;
+                                          * env ECENET_STAGE_CHUNK, experimental) */
     void *ws;                            /* step workspace arena, grown on demand */
     size_t ws_bytes;
     void *host_in;                       /* host images of the step's inputs (step.c), */

@@ -257,6 +257,7 @@ typedef struct {
     int bwd;           /* in the backward */
     int lm;            /* low-memory mode */
     int64_t chunk;     /* its edges per chunk */
+    int64_t sc;        /* default mode: edges per chunk of a stage (stage_fwd) */
 } ecn_run;
 
 /* With an NVTX-capable backend every op is also a named range ("section: op"),
@@ -362,11 +363,14 @@ static void *at(const ecn_run *r, void *base, int64_t e0, size_t per_edge)
     return base ? (char *)base + (size_t)e0 * per_edge * r->rsz : NULL;
 }
 
-/* The whole step's range for layer li (the default mode keeps every Z). */
-static lrange lr_all(const ecn_run *r, int li)
+/* Edges [e0, e0+n) of the whole step for layer li (the default mode keeps
+ * every Z); the scratch of every range starts at the scratch buffers. */
+static lrange lr_part(const ecn_run *r, int li, int64_t e0, int64_t n)
 {
     const ecn_ws *w = r->w;
-    lrange q = {r->dm->E, w->tsrc, w->ttgt, w->X, w->Xbar, w->Z[li], w->tF1, w->tW1, w->tW2};
+    const size_t zw = r->c->bottleneck_dim ? r->XW : r->XE;
+    lrange q = {n,        w->tsrc + e0, w->ttgt + e0, at(r, w->X, e0, r->XE), at(r, w->Xbar, e0, r->XE),
+                at(r, w->Z[li], e0, zw), w->tF1, w->tW1, w->tW2};
     return q;
 }
 
@@ -480,19 +484,30 @@ static lrange chunk_load(ecn_run *r, int g, int64_t e0, int64_t n)
     return q;
 }
 
+/* Default mode with r->sc > 0 (ECENET_STAGE_CHUNK, experimental): a stage
+ * runs all its layers (and the readout) on one chunk of edges before the
+ * next, so that a chunk's features stay in the GPU's L2 cache across them
+ * instead of crossing DRAM once per layer; the same ops on the same edges,
+ * so the results do not depend on the chunk. */
 static void stage_fwd(ecn_run *r, int g)
 {
     ecn_ws *w = r->w;
     const int nl = r->c->n_layers, last = g + 1 == r->c->n_mp;
     if (!r->lm) {
-        for (int k = 0; k < nl; k++) {
-            section(r, "stage%d.layer%d", g, k);
-            lrange q = lr_all(r, g * nl + k);
-            layer_fwd(r, g * nl + k, &q, 0);
-        }
-        if (last) {
-            section(r, "readout", 0, 0);
-            readout_fwd(r, 0, r->dm->E, w->X);
+        const int64_t E = r->dm->E, C = r->sc > 0 && r->sc < E ? r->sc : E;
+        for (int64_t e0 = 0;; e0 += C) { /* once with E = 0 */
+            const int64_t n = E - e0 < C ? E - e0 : C;
+            for (int k = 0; k < nl; k++) {
+                section(r, "stage%d.layer%d", g, k);
+                lrange q = lr_part(r, g * nl + k, e0, n);
+                layer_fwd(r, g * nl + k, &q, 0);
+            }
+            if (last) {
+                section(r, "readout", 0, 0);
+                readout_fwd(r, e0, n, at(r, w->X, e0, r->XE));
+            }
+            if (e0 + C >= E)
+                break;
         }
         return;
     }
@@ -530,10 +545,16 @@ static void stage_bwd(ecn_run *r, int g)
     ecn_ws *w = r->w;
     const int nl = r->c->n_layers;
     if (!r->lm) {
-        for (int k = nl - 1; k >= 0; k--) {
-            section(r, "stage%d.layer%d", g, k);
-            lrange q = lr_all(r, g * nl + k);
-            layer_bwd(r, g * nl + k, &q);
+        const int64_t E = r->dm->E, C = r->sc > 0 && r->sc < E ? r->sc : E;
+        for (int64_t e0 = 0;; e0 += C) { /* once with E = 0 */
+            const int64_t n = E - e0 < C ? E - e0 : C;
+            for (int k = nl - 1; k >= 0; k--) {
+                section(r, "stage%d.layer%d", g, k);
+                lrange q = lr_part(r, g * nl + k, e0, n);
+                layer_bwd(r, g * nl + k, &q);
+            }
+            if (e0 + C >= E)
+                break;
         }
         return;
     }
@@ -918,7 +939,8 @@ static ecenet_status step_run(ecn_engine *eng, const ecn_step_in *in, ecn_step_o
                  "inputs",
                  0,
                  sh.lm,
-                 sh.chunk};
+                 sh.chunk,
+                 out->trace ? 0 : eng->stage_chunk}; /* the trace wants each layer over all edges */
     if (out->prof)
         out->prof->workspace_bytes = cv.off;
     const size_t XE = r.XE;
