@@ -363,14 +363,17 @@ static void *at(const ecn_run *r, void *base, int64_t e0, size_t per_edge)
     return base ? (char *)base + (size_t)e0 * per_edge * r->rsz : NULL;
 }
 
-/* Edges [e0, e0+n) of the whole step for layer li (the default mode keeps
- * every Z); the scratch of every range starts at the scratch buffers. */
+/* Edges [e0, e0+n) of the whole step for layer li: the default mode keeps
+ * every Z for the backward, at its place; a step without one reuses one Z
+ * buffer, from its start for every range (a chunk's Z can then stay in
+ * cache), as the scratch buffers. */
 static lrange lr_part(const ecn_run *r, int li, int64_t e0, int64_t n)
 {
     const ecn_ws *w = r->w;
     const size_t zw = r->c->bottleneck_dim ? r->XW : r->XE;
-    lrange q = {n,        w->tsrc + e0, w->ttgt + e0, at(r, w->X, e0, r->XE), at(r, w->Xbar, e0, r->XE),
-                at(r, w->Z[li], e0, zw), w->tF1, w->tW1, w->tW2};
+    void *Z = r->sh->grad ? at(r, w->Z[li], e0, zw) : w->Z[li];
+    lrange q = {n, w->tsrc + e0, w->ttgt + e0, at(r, w->X, e0, r->XE), at(r, w->Xbar, e0, r->XE),
+                Z, w->tF1, w->tW1, w->tW2};
     return q;
 }
 
