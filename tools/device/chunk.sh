@@ -1,38 +1,41 @@
 #!/bin/bash
-# Chunked layers, for the L2 cache: the bench rows for each chunk size,
-# alternated twice in one call (fp64 and TF32 rows, or ROWS=...; 0 = all
-# edges at once, the default) of ECENET_LAYER_CHUNK (cuda_layers.cu: each
-# layer's two kernels chunk by chunk), ECENET_STAGE_CHUNK (step.c: a
-# stage's layers chunk by chunk) and the low-memory mode's --chunk-edges;
-# then the golden cases on the TF32 and fp64 rows with both switches at one
-# chunk size, and check_options. About 3 minutes. Log in $OUT/chunk.log.
+# The twenty-fifth session's opt-in switches, in one short call (about 5
+# minutes): check_cuda; the bench rows (fp64, TF32) of the default and of
+# each switch in $VARIANTS, alternated twice (ECENET_STAGE_CHUNK: a stage's
+# layers chunk by chunk, step.c; ECENET_LAYER_CHUNK: each layer's kernels
+# chunk by chunk, cuda_layers.cu; ECENET_FRAME_PIPE: the two-buffer per-edge
+# frame kernels, cuda_frame.cu); the golden cases on the TF32 and fp64 rows
+# with all of $GOLDEN on; check_options (the stage chunks against all edges
+# at once); the ops case on cuda:f64 (bit-for-bit pipelined kernels, layers
+# in chunks of 5 edges); memcheck of a small bench with $GOLDEN on.
+# LM="0 2048" adds the low-memory rows over --chunk-edges. Log in $OUT/chunk.log.
 #   bash tools/device/chunk.sh            (on the device, after pack.sh here)
-#   SIZES="0 2048 4096" GOLDEN_CHUNK=2048 bash tools/device/chunk.sh
 source "$(dirname "$0")/env.sh"
 cd $B; T0=$SECONDS; L=$OUT/chunk.log
-for rep in 1 2; do for c in ${SIZES:-0 2048 8192}; do
-  ECENET_LAYER_CHUNK=$c timeout 60 ./ecenet bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:tf32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/chunk=$c /" | tee -a $L
+G=${GOLDEN:-ECENET_STAGE_CHUNK=2048 ECENET_LAYER_CHUNK=1024 ECENET_FRAME_PIPE=1}
+say() { echo "$*" | tee -a $L; }
+say "== check_cuda"; timeout 60 ./check_cuda > $OUT/check_cuda.log 2>&1; say "rc=$? $(tail -1 $OUT/check_cuda.log)"
+say "== bench, alternated $((SECONDS-T0))s"
+for rep in 1 2; do for v in default ${VARIANTS:-ECENET_STAGE_CHUNK=2048 ECENET_STAGE_CHUNK=8192 ECENET_LAYER_CHUNK=4096 ECENET_FRAME_PIPE=1}; do
+  e=$v; [[ $v == default ]] && e=
+  env $e timeout 60 ./ecenet bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:tf32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/[$v] /" | tee -a $L
 done; done
-# ECENET_STAGE_CHUNK (step.c): the default mode runs a stage's layers
-# chunk by chunk, the features of a chunk staying in L2 across its layers
-echo "== ECENET_STAGE_CHUNK $((SECONDS-T0))s" | tee -a $L
-for rep in 1 2; do for c in ${SC_SIZES:-0 2048 8192}; do
-  ECENET_STAGE_CHUNK=$c timeout 60 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/stage_chunk=$c /" | tee -a $L
-done; done
-# the low-memory mode runs a stage's layers on one chunk of edges at a
-# time, its forward through one Z buffer: with chunks that fit in L2, an
-# L2-resident stage (its joint step recomputes the forward per chunk)
-echo "== low memory, --chunk-edges $((SECONDS-T0))s" | tee -a $L
-for rep in 1 2; do for c in ${LM_SIZES:-0 2048}; do
-  timeout 60 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist,cuda:tf32+nlist+lowmem --chunk-edges $c --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda.*lowmem|rror" | sed "s/^/lm_chunk=$c /" | tee -a $L
-done; done
-echo "== golden, ECENET_LAYER_CHUNK = ECENET_STAGE_CHUNK = ${GOLDEN_CHUNK:-2048} $((SECONDS-T0))s" | tee -a $L
-for row in cuda:f32+tf32 cuda:f64; do
-  ECENET_LAYER_CHUNK=${GOLDEN_CHUNK:-2048} ECENET_STAGE_CHUNK=${GOLDEN_CHUNK:-2048} ECENET_TEST_BACKEND=$row CK_RUN_CASE=golden timeout 100 ./check_backends > /tmp/chunk_golden.log 2>&1
-  echo "$row rc=$?: $(grep -E "%:" /tmp/chunk_golden.log | tail -1)" | tee -a $L
-  grep -E ":F:|:E:" /tmp/chunk_golden.log | head -3 | cut -c1-300 | tee -a $L
+for c in $LM; do
+  timeout 60 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist,cuda:tf32+nlist+lowmem --chunk-edges $c --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda.*lowmem|rror" | sed "s/^/[lowmem --chunk-edges $c] /" | tee -a $L
 done
-echo "== check_options (ECENET_STAGE_CHUNK against all edges at once) $((SECONDS-T0))s" | tee -a $L
-timeout 90 ./check_options > $OUT/check_options.log 2>&1; echo "rc=$?: $(tail -1 $OUT/check_options.log)" | tee -a $L
+say "== golden with $G $((SECONDS-T0))s"
+for row in cuda:f32+tf32 cuda:f64; do
+  env $G ECENET_TEST_BACKEND=$row CK_RUN_CASE=golden timeout 100 ./check_backends > $OUT/golden_${row//[^a-z0-9]/_}.log 2>&1
+  say "$row rc=$?: $(grep -E "%:" $OUT/golden_${row//[^a-z0-9]/_}.log | tail -1)"
+  grep -E ":F:|:E:" $OUT/golden_${row//[^a-z0-9]/_}.log | head -3 | cut -c1-300 | tee -a $L
+done
+say "== check_options $((SECONDS-T0))s"
+timeout 90 ./check_options > $OUT/check_options.log 2>&1; say "rc=$?: $(tail -1 $OUT/check_options.log)"
 grep "cuda.*stage chunk" $OUT/check_options.log | tee -a $L
-echo "== done $((SECONDS-T0))s" | tee -a $L
+say "== ops on cuda:f64 $((SECONDS-T0))s"
+ECENET_TEST_BACKEND=cuda:f64 CK_RUN_CASE=ops timeout ${OPS_LIMIT:-100} ./check_backends > $OUT/ops_f64.log 2>&1
+say "rc=$?: $(grep -E "%:" $OUT/ops_f64.log | tail -1)"; grep -E ":F:|:E:" $OUT/ops_f64.log | head -3 | cut -c1-300 | tee -a $L
+say "== memcheck with $G $((SECONDS-T0))s"
+env $G timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist,cuda:f64+nlist --n-warmup 0 --n-time 1 > $OUT/memcheck.log 2>&1
+say "rc=$? $(grep -E "ERROR SUMMARY" $OUT/memcheck.log | head -1)"; grep -E "Invalid" $OUT/memcheck.log | head -3 | tee -a $L
+say "== done $((SECONDS-T0))s"
