@@ -4,9 +4,9 @@
 # each switch in $VARIANTS, alternated twice (ECENET_STAGE_CHUNK: a stage's
 # layers chunk by chunk, step.c; ECENET_LAYER_CHUNK: each layer's kernels
 # chunk by chunk, cuda_layers.cu; ECENET_FRAME_PIPE: the two-buffer per-edge
-# frame kernels, cuda_frame.cu); the golden cases on the TF32 and fp64 rows
-# with all of $GOLDEN on; check_options (the stage chunks against all edges
-# at once); the ops case on cuda:f64 (bit-for-bit pipelined kernels, layers
+# frame kernels, cuda_frame.cu); check_options (the stage chunks against
+# all edges at once); the golden cases on the TF32 and fp64 rows with all of
+# $GOLDEN on (the stage chunks are off while golden steps are traced); the ops case on cuda:f64 (bit-for-bit pipelined kernels, layers
 # in chunks of 5 edges); memcheck of a small bench with $GOLDEN on.
 # LM="0 2048" adds the low-memory rows over --chunk-edges. Log in $OUT/chunk.log.
 #   bash tools/device/chunk.sh            (on the device, after pack.sh here)
@@ -23,15 +23,15 @@ done; done
 for c in $LM; do
   timeout 60 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist,cuda:tf32+nlist+lowmem --chunk-edges $c --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda.*lowmem|rror" | sed "s/^/[lowmem --chunk-edges $c] /" | tee -a $L
 done
+say "== check_options $((SECONDS-T0))s"
+timeout 90 ./check_options > $OUT/check_options.log 2>&1; say "rc=$?: $(tail -1 $OUT/check_options.log)"
+grep "cuda.*stage chunk" $OUT/check_options.log | tee -a $L
 say "== golden with $G $((SECONDS-T0))s"
 for row in cuda:f32+tf32 cuda:f64; do
   env $G ECENET_TEST_BACKEND=$row CK_RUN_CASE=golden timeout 100 ./check_backends > $OUT/golden_${row//[^a-z0-9]/_}.log 2>&1
   say "$row rc=$?: $(grep -E "%:" $OUT/golden_${row//[^a-z0-9]/_}.log | tail -1)"
   grep -E ":F:|:E:" $OUT/golden_${row//[^a-z0-9]/_}.log | head -3 | cut -c1-300 | tee -a $L
 done
-say "== check_options $((SECONDS-T0))s"
-timeout 90 ./check_options > $OUT/check_options.log 2>&1; say "rc=$?: $(tail -1 $OUT/check_options.log)"
-grep "cuda.*stage chunk" $OUT/check_options.log | tee -a $L
 say "== ops on cuda:f64 $((SECONDS-T0))s"
 ECENET_TEST_BACKEND=cuda:f64 CK_RUN_CASE=ops timeout ${OPS_LIMIT:-100} ./check_backends > $OUT/ops_f64.log 2>&1
 say "rc=$?: $(grep -E "%:" $OUT/ops_f64.log | tail -1)"; grep -E ":F:|:E:" $OUT/ops_f64.log | head -3 | cut -c1-300 | tee -a $L
