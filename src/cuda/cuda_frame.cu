@@ -800,7 +800,10 @@ __global__ void pu_vjp_pk(int64_t E, Geo g, const T *X, const T *D, const T *Gb,
         stage_wait_group<1>();
         __syncthreads();
         T *Xe = Xb + e * XE;
-        for (int q = threadIdx.x; q < g.F; q += blockDim.x) { /* as in pu_vjp_k */
+        /* as in pu_vjp_k: a copy, since moving the loop into a shared
+         * helper changed pu_vjp_k's machine code (cubin .text), which then
+         * would have to be timed again */
+        for (int q = threadIdx.x; q < g.F; q += blockDim.x) {
             const int l = q / g.B, b = q - l * g.B, f = b * L1 + l;
             const int n = 2 * l + 1, ml = l < g.M ? l : g.M;
             const T *a = sR + b * S1 + l * l, *Dl = sD + dblock(l);
