@@ -29,7 +29,8 @@ int ecn_cli_is_one_of(const char *s, const char *const *names);
 int ecn_cli_check_valued(const char *cmd, const char *a, const char *v,
                          const char *const *valued, const char *usage);
 /* NULL if s names a precision, stored in *p: f64 (also fp64, double) or
- * f32 (also fp32, float); else why not. Every command takes these names. */
+ * f32 (also fp32, float); else why not. compute, nve and profile take these
+ * names (bench's rows name their precision in its own backend list). */
 const char *ecn_cli_precision_why(const char *s, ecenet_precision *p);
 /* NULL if s is an integer in [lo, hi] (stored in *out), else why not (in buf) */
 const char *ecn_cli_int_why(const char *s, int lo, int hi, int *out, char *buf, size_t len);

@@ -257,7 +257,7 @@ typedef struct {
     int bwd;           /* in the backward */
     int lm;            /* low-memory mode */
     int64_t chunk;     /* its edges per chunk */
-    int64_t sc;        /* default mode: edges per chunk of a stage (stage_fwd) */
+    int64_t sc;        /* default mode: edges per chunk of a stage (stage_fwd, stage_bwd) */
 } ecn_run;
 
 /* With an NVTX-capable backend every op is also a named range ("section: op"),
@@ -490,8 +490,8 @@ static lrange chunk_load(ecn_run *r, int g, int64_t e0, int64_t n)
 /* Default mode with r->sc > 0 (ECENET_STAGE_CHUNK, experimental): a stage
  * runs all its layers (and the readout) on one chunk of edges before the
  * next, so that a chunk's features stay in the GPU's L2 cache across them
- * instead of crossing DRAM once per layer; the same ops on the same edges,
- * so the results do not depend on the chunk. */
+ * instead of crossing DRAM once per layer. The same ops on the same edges:
+ * ref gives the same bits; GEMMs over fewer rows may round differently. */
 static void stage_fwd(ecn_run *r, int g)
 {
     ecn_ws *w = r->w;

@@ -117,6 +117,9 @@ unsigned long long ecn_cuda_frame_atom_rb_launches(void);
 int ecn_cuda_set_frame_pipe(int on);
 /* how many launches ran a pipelined kernel (for the tests) */
 unsigned long long ecn_cuda_frame_pipe_launches(void);
+/* whether this GPU runs them (cp.async: compute capability 8.0 and up;
+ * a launch whose two buffers do not fit runs the one-edge kernel too) */
+int ecn_cuda_frame_pipe_available(void);
 /* at most this many blocks in a pipelined kernel's grid (0: one wave of
  * resident blocks, the default), so that a test's few edges still pass
  * through both buffers; returns the previous setting */

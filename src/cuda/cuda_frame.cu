@@ -126,13 +126,18 @@ static std::atomic<unsigned long long> far_launches;
 static bool frame_atom_rb() { return far_switch.get().load() != 0; }
 
 /* the two-buffer pipelined per-edge kernels (frame_out_pk, frame_dbar_pk,
- * pu_vjp_pk): env ECENET_FRAME_PIPE (read once), else off until measured;
- * they stage with cp.async, so they run only where frame_async() is on */
+ * pu_vjp_pk): env ECENET_FRAME_PIPE (read once), else off until measured.
+ * They stage with cp.async, so they run only where frame_async() is on and
+ * the GPU has it (sm_80+), and only where their two buffers (smem bytes)
+ * fit; elsewhere the one-edge kernels run. Counted for the tests (apart from
+ * frame_async's count). */
 static EnvSwitch fp_switch{"ECENET_FRAME_PIPE", 0};
 static std::atomic<unsigned long long> fp_launches;
-static bool frame_pipe()
+static bool frame_pipe(size_t smem)
 {
-    if (!fp_switch.get().load() || !fa_switch.get().load())
+    const State &st = state();
+    if (!fp_switch.get().load() || !fa_switch.get().load() || st.cc_major < 8 ||
+        smem > st.smem_optin)
         return false;
     fp_launches++;
     return true;
@@ -706,7 +711,7 @@ __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, 
 template <typename T>
 __global__ void frame_out_pk(int64_t E, Geo g, const T *X, const T *D, T *G, T *Xs)
 {
-    extern __shared__ unsigned char smraw[];
+    extern __shared__ __align__(16) unsigned char smraw[];
     const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1, PE = XE + g.ND;
     const int s = threadIdx.x % g.S, b0 = threadIdx.x / g.S, bstep = blockDim.x / g.S;
     const int l = l_of_s(s), sp = s - l * l, n = 2 * l + 1, ml = l < g.M ? l : g.M;
@@ -749,7 +754,7 @@ __global__ void frame_out_pk(int64_t E, Geo g, const T *X, const T *D, T *G, T *
 template <typename T>
 __global__ void frame_dbar_pk(int64_t E, Geo g, Rows<T> rows, const T *Xs, T *Dbar)
 {
-    extern __shared__ unsigned char smraw[];
+    extern __shared__ __align__(16) unsigned char smraw[];
     const int XE = g.Q * 2 * g.F, S1 = g.S + 1, PE = (int)dbar_smem_elems(g, false);
     T *const buf = (T *)smraw;
     auto stage = [&](int64_t e, T *sR) {
@@ -842,7 +847,7 @@ void launch_frame_dbar(int64_t E, const Geo &g, const Rows<T> &rows, const T *Xs
     if (E <= 0)
         return;
     const size_t sm = dbar_smem_elems(g, false) * sizeof(T);
-    if (frame_pipe()) {
+    if (frame_pipe(2 * sm)) {
         if (!smem_ready(frame_dbar_pk<T>, 2 * sm, "edge frame VJP (frame_dbar_pk)"))
             return;
         frame_dbar_pk<T><<<pipe_grid(frame_dbar_pk<T>, 128, 2 * sm, E), 128, 2 * sm>>>(E, g, rows,
@@ -1030,7 +1035,7 @@ void launch_frame_out(int64_t E, const Geo &g, const T *X, const T *D, T *G, T *
              __LINE__);
         return;
     }
-    if (frame_pipe()) {
+    if (frame_pipe(2 * sm)) {
         if (!smem_ready(frame_out_pk<T>, 2 * sm, "message-passing pack-unrotate (frame_out_pk)"))
             return;
         frame_out_pk<T><<<pipe_grid(frame_out_pk<T>, th, 2 * sm, E), th, 2 * sm>>>(E, g, X, D, G,
@@ -1051,7 +1056,7 @@ void launch_pu_vjp(int64_t E, const Geo &g, const T *X, const T *D, const T *Gb,
     if (E <= 0)
         return;
     const size_t sm = dbar_smem_elems(g, true) * sizeof(T);
-    if (frame_pipe()) {
+    if (frame_pipe(2 * sm)) {
         if (!smem_ready(pu_vjp_pk<T>, 2 * sm, "message-passing pack-unrotate VJP (pu_vjp_pk)"))
             return;
         pu_vjp_pk<T><<<pipe_grid(pu_vjp_pk<T>, 256, 2 * sm, E), 256, 2 * sm>>>(E, g, X, D, Gb, Xb,
@@ -1102,6 +1107,8 @@ extern "C" unsigned long long ecn_cuda_frame_async_launches(void) { return ecn_c
 extern "C" int ecn_cuda_set_frame_pipe(int on) { return ecn_cu::fp_switch.get().exchange(on != 0); }
 
 extern "C" unsigned long long ecn_cuda_frame_pipe_launches(void) { return ecn_cu::fp_launches.load(); }
+
+extern "C" int ecn_cuda_frame_pipe_available(void) { return ecn_cu::state().cc_major >= 8; }
 
 extern "C" int ecn_cuda_set_frame_pipe_blocks(int max_blocks)
 {

@@ -480,7 +480,8 @@ static bool layer_tc(int64_t, const ecenet_linear_params *, const ecenet_realspa
     return false; /* fp64: cuBLAS DGEMM + RealSpace */
 }
 
-/* Edges per chunk of the cuBLAS layer path: ECENET_LAYER_CHUNK (read once;
+/* Edges per chunk of the cuBLAS layer path (not the opt-in tensor-core
+ * layer kernels): ECENET_LAYER_CHUNK (read once;
  * ecn_cuda_set_layer_chunk changes it), 0 (the default) = all edges at
  * once. A layer moves each feature tensor through DRAM at copy speed, and
  * its two kernels pass one tensor between them (Z forward, the RealSpace
@@ -515,7 +516,7 @@ static void layer_fwd(int64_t E, const ecenet_linear_params *lin,
     /* a sin0_zero layer: the GEMMs, then bias, Z's sin m = 0 zeros and
      * X += RealSpace(Z) in one kernel (two passes over Z's slots fewer) */
     const bool z0 = rs_layer_fits<T>(rs, lin->bias, Z, X);
-    const int64_t C = layer_chunk() > 0 && layer_chunk() < E ? layer_chunk() : E;
+    const int64_t ch = layer_chunk(), C = ch > 0 && ch < E ? ch : E; /* read once */
     const size_t XI = (size_t)2 * lin->Q * lin->fin, XO = (size_t)2 * lin->Q * lin->fout;
     if (C < E)
         chunk_runs++;
@@ -534,7 +535,7 @@ static void layer_vjp(int64_t E, const ecenet_linear_params *lin,
                       const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
                       const void *Z, void *Xbar, void *tmp)
 {
-    const int64_t C = layer_chunk() > 0 && layer_chunk() < E ? layer_chunk() : E;
+    const int64_t ch = layer_chunk(), C = ch > 0 && ch < E ? ch : E; /* read once */
     const size_t XI = (size_t)2 * lin->Q * lin->fin, XO = (size_t)2 * lin->Q * lin->fout;
     if (C < E)
         chunk_runs++;
