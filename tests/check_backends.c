@@ -351,6 +351,43 @@ static unsigned long long fp_runs(const tctx *c)
     return choice_runs(on_cuda(c), CHOICE_FRAME_PIPE);
 }
 
+/* The pipelined per-edge frame kernels on (with cp.async staging) on a grid
+ * of 7 blocks, so that each block loops over several edges through both
+ * shared buffers; pipe_end restores the settings and checks that the ops
+ * in between made n pipelined launches where cuda runs them. */
+typedef struct {
+    unsigned long long r0;
+    int blocks_old;
+} pipe_run;
+static pipe_run pipe_begin(const tctx *c)
+{
+    pipe_run p = {0, 0};
+    fa_set(c, 1);
+    fp_set(c, 1);
+#ifdef ECENET_HAVE_CUDA
+    if (on_cuda(c))
+        p.blocks_old = ecn_cuda_set_frame_pipe_blocks(7);
+#endif
+    p.r0 = fp_runs(c);
+    return p;
+}
+static void pipe_end(const tctx *c, const pipe_run *p, unsigned long long n, size_t E,
+                     const char *what)
+{
+    unsigned long long want = 0;
+#ifdef ECENET_HAVE_CUDA
+    if (on_cuda(c)) {
+        ecn_cuda_set_frame_pipe_blocks(p->blocks_old);
+        want = E && ecn_cuda_frame_pipe_available() ? n : 0;
+    }
+#endif
+    fp_set(c, 0);
+    fa_set(c, 0);
+    const unsigned long long ran = fp_runs(c) - p->r0;
+    ck_assert_msg(ran == want, "%s: %llu pipelined launches, expected %llu", what, ran, want);
+    (void)E;
+}
+
 /* the op since r0 ran the register-blocked per-atom kernel once where it
  * applies (cuda, with edges, l_max <= 4), else not at all */
 static void far_expect(const tctx *c, unsigned long long r0, size_t E, int L, const char *what)
@@ -705,26 +742,11 @@ static void test_edge_frame(tctx *c, setup *u)
         t_same_bits(c, &X2, &X, "edge_frame_fwd", "X, cp.async staging");
         t_same_bits(c, &Aeb2, &Aeb, "edge_frame_vjp", "A_emb_bar, cp.async staging");
         t_same_bits(c, &Db2, &Db, "edge_frame_vjp", "Dbar, cp.async staging");
-        /* the pipelined D̄ kernel (frame_dbar_pk), on a grid of 7 blocks:
-         * each block loops over several edges through both shared buffers */
-        fa_set(c, 1);
-        fp_set(c, 1);
-#ifdef ECENET_HAVE_CUDA
-        const int fpb_old = ecn_cuda_set_frame_pipe_blocks(7);
-        const unsigned long long want = E && ecn_cuda_frame_pipe_available() ? 1 : 0;
-#else
-        const unsigned long long want = 0;
-#endif
-        const unsigned long long p0 = fp_runs(c);
+        /* the pipelined D̄ kernel (frame_dbar_pk) */
+        const pipe_run pr = pipe_begin(c);
         tens Aeb4 = t_acc_like(c, &Aeb), Db4 = t_acc_like(c, &Db);
         be->edge_frame_vjp(&u->dd, u->d_edge_i, u->d_edge_j, Ae.d, D.d, Xbar.d, Aeb4.d, Db4.d);
-#ifdef ECENET_HAVE_CUDA
-        ecn_cuda_set_frame_pipe_blocks(fpb_old);
-#endif
-        fp_set(c, 0);
-        fa_set(c, 0);
-        const unsigned long long pn = fp_runs(c) - p0;
-        ck_assert_msg(pn == want, "edge frame: %llu pipelined launches, expected %llu", pn, want);
+        pipe_end(c, &pr, 1, E, "edge frame");
         t_same_bits(c, &Db4, &Db, "edge_frame_vjp", "Dbar, pipelined kernel");
         t_same_bits(c, &Aeb4, &Aeb, "edge_frame_vjp", "A_emb_bar, with the pipelined D̄ kernel");
     }
@@ -1420,31 +1442,14 @@ static void test_mp(tctx *c, setup *u)
         t_same_bits(c, &Xioa, &Xio, "mp_rotate_unpack_fwd", "X += unpack, cp.async staging");
         t_same_bits(c, &Dlba, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar, cp.async staging");
         t_same_bits(c, &Db2a, &Db2, "mp_rotate_unpack_vjp", "Dbar, cp.async staging");
-        /* the pipelined per-edge kernels: frame_out_pk, pu_vjp_pk, frame_dbar_pk,
-         * on a grid of 7 blocks, so that each block loops over several edges
-         * through both shared buffers */
-        fa_set(c, 1);
-        fp_set(c, 1);
-#ifdef ECENET_HAVE_CUDA
-        const int fpb_old = ecn_cuda_set_frame_pipe_blocks(7);
-        const unsigned long long want = E && ecn_cuda_frame_pipe_available() ? 3 : 0;
-#else
-        const unsigned long long want = 0;
-#endif
-        const unsigned long long p0 = fp_runs(c);
+        /* the pipelined per-edge kernels: frame_out_pk, pu_vjp_pk, frame_dbar_pk */
+        const pipe_run pr = pipe_begin(c);
         tens gp = t_out(c, g2.n), Xsp = t_out(c, Xs.n), Xbp = t_acc_like(c, &Xb);
         tens Dbp = t_acc_like(c, &Db), Dlbp = t_acc_like(c, &Dlbar), Db2p = t_acc_like(c, &Db2);
         be->mp_pack_unrotate_fwd(&u->dd, X.d, D.d, gp.d, Xsp.d);
         be->mp_pack_unrotate_vjp(&u->dd, X.d, D.d, gbar.d, Xbp.d, Dbp.d);
         be->mp_rotate_unpack_vjp(&u->dd, u->d_edge_i, Dl.d, D.d, Xbar.d, Dlbp.d, Db2p.d);
-#ifdef ECENET_HAVE_CUDA
-        ecn_cuda_set_frame_pipe_blocks(fpb_old);
-#endif
-        fp_set(c, 0);
-        fa_set(c, 0);
-        const unsigned long long pn = fp_runs(c) - p0;
-        ck_assert_msg(pn == want, "message passing: %llu pipelined launches, expected %llu", pn,
-                      want);
+        pipe_end(c, &pr, 3, E, "message passing");
         t_same_bits(c, &gp, &g2, "mp_pack_unrotate_fwd", "g, pipelined kernel");
         t_same_bits(c, &Xsp, &Xs, "mp_pack_unrotate_fwd", "copy of X, pipelined kernel");
         t_same_bits(c, &Xbp, &Xb, "mp_pack_unrotate_vjp", "Xbar, pipelined kernel");
