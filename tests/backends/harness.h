@@ -118,7 +118,6 @@ typedef struct {
     ecenet_dims dh, dd;                 /* host / backend index pointers */
     int32_t *edge_i, *edge_j, *nb_src, *nb_dst, *types, *tsrc, *ttgt;   /* host */
     int32_t *d_edge_i, *d_edge_j, *d_nb_src, *d_nb_dst, *d_types, *d_tsrc, *d_ttgt;
-    ecenet_csr csr_h[4];
 } setup;
 
 /* a shape's setup (random types, edges and pairs; their CSR lists) */
