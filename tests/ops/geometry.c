@@ -1,4 +1,4 @@
-/* Pair geometry (SPEC §2.5), radial basis (§3), spherical harmonics (§4):
+/* Pair geometry with the strain (SPEC §2, §2.5), radial basis (§3), spherical harmonics (§4):
  * pair_geom, dist_vjp, radial, sph. */
 #include "harness.h"
 
