@@ -8,7 +8,8 @@
 # all edges at once); the golden cases on the TF32 and fp64 rows with all of
 # $GOLDEN on (the stage chunks are off while golden steps are traced); the ops case on cuda:f64 (bit-for-bit pipelined kernels, layers
 # in chunks of 5 edges); memcheck of a small bench with $GOLDEN on.
-# LM="0 2048" adds the low-memory rows over --chunk-edges. Log in $OUT/chunk.log.
+# On an H200, then the target rows (standalone RealSpace, the three bench
+# rows). LM="0 2048" adds the low-memory rows over --chunk-edges. Log in $OUT/chunk.log.
 #   bash tools/device/chunk.sh            (on the device, after pack.sh here)
 source "$(dirname "$0")/env.sh"
 cd $B; T0=$SECONDS; L=$OUT/chunk.log
@@ -38,4 +39,10 @@ say "rc=$?: $(grep -E "%:" $OUT/ops_f64.log | tail -1)"; grep -E ":F:|:E:" $OUT/
 say "== memcheck with $G $((SECONDS-T0))s"
 env $G timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist,cuda:f64+nlist --n-warmup 0 --n-time 1 > $OUT/memcheck.log 2>&1
 say "rc=$? $(grep -E "ERROR SUMMARY" $OUT/memcheck.log | head -1)"; grep -E "Invalid" $OUT/memcheck.log | head -3 | tee -a $L
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then # the target rows
+  say "== H200: RealSpace standalone $((SECONDS-T0))s"
+  timeout 60 ./cuda_bench --rs-only --rs-no-sweep --rs-sin0 --rs-sym --rs-edges 44000 --rs-reps 31 2>&1 | tail -25 | tee -a $L
+  say "== H200: bench, three rows $((SECONDS-T0))s"
+  timeout 90 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:f32+nlist,cuda:tf32+nlist --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | tee -a $L
+fi
 say "== done $((SECONDS-T0))s"
