@@ -1,0 +1,120 @@
+/* Bad input: coincident atoms (also only through an image), non-finite
+ * positions, singular cells, bad cutoffs and arguments; the same status and
+ * message from the device search's set-up. */
+#include "harness.h"
+
+static void expect_error(size_t n, const double *pos, const double *cell, const int pbc[3],
+                         double rce, double rcn, ecenet_status want, const char *needle)
+{
+    ecn_graph g;
+    char err[256] = "";
+    ecenet_status st = ecn_graph_build(n, pos, cell, pbc, rce, rcn, &g, err, sizeof err);
+    ck_assert_msg(st == want, "status %d, expected %d (%s)", (int)st, (int)want, err);
+    ck_assert_msg(strstr(err, needle) != NULL, "message \"%s\" lacks \"%s\"", err, needle);
+    ck_assert(g.edges.n == 0 && g.nb.n == 0 && !g.edges.src && !g.edges.dst && !g.edges.shift &&
+              !g.nb.src && !g.nb.dst && !g.nb.shift);
+    ecn_graph_free(&g);
+    /* the set-up of a device search fails alike, except for what only the
+     * search itself can find (coincident atoms: the device hands those back
+     * to the host search) */
+    ecenet_nlist s;
+    char err2[256] = "";
+    memset(&g, 0, sizeof g);
+    st = ecn_graph_setup(n, pos, cell, pbc, rce, rcn, &g, &s, err2, sizeof err2);
+    if (strstr(needle, "coincide")) {
+        ck_assert_msg(st == ECENET_OK, "set-up: status %d (%s)", (int)st, err2);
+        ck_assert(s.n == (int64_t)n && s.visits >= 1 && g.edges.n == 0 && g.nb.n == 0);
+    } else {
+        ck_assert_msg(st == want && strcmp(err, err2) == 0, "set-up: status %d, \"%s\" vs \"%s\"",
+                      (int)st, err2, err);
+    }
+    ecn_graph_free(&g);
+}
+
+START_TEST(test_errors)
+{
+    double cell[9] = {5, 0, 0, 0, 5, 0, 0, 0, 5};
+    double *p;
+    size_t n = 10;
+    rng_seed(9);
+    p = random_positions(n, cell, 0.0, 0.0, 1.0);
+    /* coincident atoms 3 and 7 */
+    memcpy(&p[21], &p[9], 3 * sizeof *p);
+    expect_error(n, p, NULL, NULL, 5.0, 4.0, ECENET_ERR_INPUT, "atoms 3 and 7 coincide");
+    expect_error(n, p, cell, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "atoms 3 and 7 coincide");
+    /* coincident only through a periodic image: atom 1 = atom 0 + a */
+    {
+        double q[9] = {0, 0, 0, 5, 0, 0, 1.3, 2.1, 0.4};
+        double tri[9] = {5, 0, 0, 1, 4, 0, 0.5, 0.5, 4.5};
+        double q2[9] = {0.2, 0.3, 0.1, 0, 0, 0, 0, 0, 0};
+        int k;
+        expect_error(3, q, cell, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "atoms 0 and 1 coincide");
+        /* not periodic along a: fine */
+        {
+            int pbc_bc[3] = {0, 1, 1};
+            ecn_graph g;
+            ck_assert_int_eq(ecn_graph_build(3, q, cell, pbc_bc, 5.0, 4.0, &g, NULL, 0), ECENET_OK);
+            ecn_graph_free(&g);
+        }
+        /* triclinic, atom 2 = atom 0 - 3b + 2c */
+        for (k = 0; k < 3; k++) {
+            q2[3 + k] = 1.7 + tri[3 + k];
+            q2[6 + k] = q2[k] - 3 * tri[3 + k] + 2 * tri[6 + k];
+        }
+        expect_error(3, q2, tri, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "atoms 0 and 2 coincide");
+    }
+    /* non-finite positions */
+    p[21] += 0.5;
+    p[16] = NAN;
+    expect_error(n, p, NULL, NULL, 5.0, 4.0, ECENET_ERR_INPUT, "atom 5 has a non-finite position");
+    expect_error(n, p, cell, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "atom 5 has a non-finite position");
+    p[16] = 1.0;
+    p[27] = -INFINITY;
+    expect_error(n, p, cell, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "atom 9 has a non-finite position");
+    p[27] = 1.0;
+    /* singular / degenerate cells */
+    {
+        double s1[9] = {5, 0, 0, 0, 5, 0, 5, 5, 0};          /* coplanar */
+        double s2[9] = {5, 0, 0, 0, 0, 0, 0, 0, 5};          /* zero periodic row */
+        double s3[9] = {5, 0, 0, 5, 1e-12, 0, 0, 0, 5};      /* nearly parallel */
+        double s4[9] = {5, 0, 0, 0, NAN, 0, 0, 0, 5};
+        int pbc_y[3] = {0, 1, 0};
+        expect_error(n, p, s1, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "singular");
+        expect_error(n, p, s2, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "singular");
+        expect_error(n, p, s2, pbc_y, 5.0, 4.0, ECENET_ERR_INPUT, "singular");
+        expect_error(n, p, s3, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "singular");
+        expect_error(n, p, s4, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "not finite");
+        /* non-periodic: the cell is ignored */
+        {
+            ecn_graph g;
+            ck_assert_int_eq(ecn_graph_build(n, p, s1, PBC_NONE, 5.0, 4.0, &g, NULL, 0), ECENET_OK);
+            ecn_graph_free(&g);
+        }
+    }
+    /* bad cutoffs and arguments */
+    expect_error(n, p, cell, PBC_ALL, 0.0, 4.0, ECENET_ERR_ARGUMENT, "cutoff");
+    expect_error(n, p, cell, PBC_ALL, 5.0, -1.0, ECENET_ERR_ARGUMENT, "cutoff");
+    expect_error(n, p, cell, PBC_ALL, NAN, 4.0, ECENET_ERR_ARGUMENT, "cutoff");
+    expect_error(n, p, cell, PBC_ALL, 5.0, INFINITY, ECENET_ERR_ARGUMENT, "cutoff");
+    expect_error(n, NULL, cell, PBC_ALL, 5.0, 4.0, ECENET_ERR_ARGUMENT, "positions");
+    ck_assert_int_eq(ecn_graph_build(n, p, cell, PBC_ALL, 5.0, 4.0, NULL, NULL, 0),
+                     ECENET_ERR_ARGUMENT);
+    /* a cutoff spanning absurdly many images */
+    expect_error(n, p, cell, PBC_ALL, 1e9, 4.0, ECENET_ERR_INPUT, "too many");
+    /* a message never overflows a short buffer */
+    {
+        ecn_graph g;
+        char small[8];
+        memset(small, 'x', sizeof small);
+        ck_assert_int_eq(ecn_graph_build(n, p, cell, PBC_ALL, -1.0, 4.0, &g, small, sizeof small),
+                         ECENET_ERR_ARGUMENT);
+        ck_assert_int_eq((int)strlen(small), 7);
+    }
+    free(p);
+}
+END_TEST
+
+void error_tests(TCase *tc)
+{
+    tcase_add_test(tc, test_errors);
+}
