@@ -217,6 +217,11 @@ typedef struct ecenet_backend {
      * threads), for benchmark logs; a static string, valid until the
      * process ends */
     const char *(*device)(void);
+    /* the default mode's stage chunk in edges where ECENET_STAGE_CHUNK is
+     * unset (step.c stage_fwd: a stage's layers run chunk by chunk of edges;
+     * 0 = all edges at once): a tuning value for the backend's memory
+     * hierarchy, measured (cuda fp64: 8192, doc/performance.md) */
+    int64_t stage_chunk;
 
     /* ---- geometry ---- */
     /* d[k] = pos[dst[k]] - pos[src[k]] + shift[k];  r = sqrt(|d|² + 1e-30) */

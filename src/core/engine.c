@@ -181,8 +181,8 @@ ecenet_status ecn_engine_create(const ecenet_model *m, const ecenet_backend *be,
     eng->be = be;
     eng->model = m;
     eng->tf32 = be->set_tf32 ? be->set_tf32(-1) : -1; /* the process default (ECENET_TF32) */
-    const char *sc = getenv("ECENET_STAGE_CHUNK"); /* experimental: step.c, stage_fwd */
-    eng->stage_chunk = sc && *sc ? strtoll(sc, NULL, 10) : 0;
+    const char *sc = getenv("ECENET_STAGE_CHUNK"); /* step.c, stage_fwd; 0: all edges at once */
+    eng->stage_chunk = sc && *sc ? strtoll(sc, NULL, 10) : be->stage_chunk;
     if (eng->stage_chunk < 0)
         eng->stage_chunk = 0;
     eng->lin = calloc((size_t)nl, sizeof *eng->lin);

@@ -30,7 +30,8 @@ struct ecn_engine {
     int64_t chunk_edges;                 /* low-memory chunk (0 = automatic) */
     int64_t stage_chunk;                 /* default mode: a stage's layers chunk by
                                           * chunk of this many edges (0 = all at once;
-                                          * env ECENET_STAGE_CHUNK, experimental) */
+                                          * env ECENET_STAGE_CHUNK, else the backend's
+                                          * stage_chunk) */
     void *ws;                            /* step workspace arena, grown on demand */
     size_t ws_bytes;
     void *host_in;                       /* host images of the step's inputs (step.c), */

@@ -487,11 +487,12 @@ static lrange chunk_load(ecn_run *r, int g, int64_t e0, int64_t n)
     return q;
 }
 
-/* Default mode with r->sc > 0 (ECENET_STAGE_CHUNK, experimental): a stage
- * runs all its layers (and the readout) on one chunk of edges before the
- * next, so that a chunk's features stay in the GPU's L2 cache across them
- * instead of crossing DRAM once per layer. The same ops on the same edges:
- * ref gives the same bits; GEMMs over fewer rows may round differently. */
+/* Default mode with r->sc > 0 (ECENET_STAGE_CHUNK, else the backend's
+ * stage_chunk: cuda fp64 by default): a stage runs all its layers (and the
+ * readout) on one chunk of edges before the next, so that more of what a
+ * kernel reads was just written by the one before and is still in the
+ * GPU's L2 cache. The same ops on the same edges: ref gives the same bits;
+ * GEMMs over fewer rows may round differently. */
 static void stage_fwd(ecn_run *r, int g)
 {
     ecn_ws *w = r->w;

@@ -344,6 +344,10 @@ template <typename T> static ecenet_backend make()
 #endif
     b.set_tf32 = sizeof(T) == sizeof(float) ? be_set_tf32 : NULL; /* TF32 is an fp32 mode */
     b.device = be_device;
+    /* fp64: a stage's layers 8192 edges at a time, 7% off the bench box's
+     * forward and joint steps on an H100; TF32 lost 12% with it, so fp32
+     * runs all edges at once (doc/performance.md, twenty-seventh session) */
+    b.stage_chunk = sizeof(T) == sizeof(double) ? 8192 : 0;
     fill_geometry<T>(b);
     fill_wigner<T>(b);
     fill_frame<T>(b);

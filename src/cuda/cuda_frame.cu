@@ -126,7 +126,8 @@ static std::atomic<unsigned long long> far_launches;
 static bool frame_atom_rb() { return far_switch.get().load() != 0; }
 
 /* the two-buffer pipelined per-edge kernels (frame_out_pk, frame_dbar_pk,
- * pu_vjp_pk): env ECENET_FRAME_PIPE (read once), else off until measured.
+ * pu_vjp_pk): env ECENET_FRAME_PIPE (read once), else off: no faster on an
+ * H100 (doc/design.md, "Edge-frame kernels").
  * They stage with cp.async, so they run only where frame_async() is on and
  * the GPU has it (sm_80+), and only where their two buffers (smem bytes)
  * fit; elsewhere the one-edge kernels run. Counted for the tests (apart from
