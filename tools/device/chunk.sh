@@ -1,15 +1,18 @@
 #!/bin/bash
-# The twenty-fifth session's opt-in switches, in one short call (about 5
-# minutes): check_cuda; the bench rows (fp64, TF32) of the default and of
+# The twenty-fifth session's opt-in switches, in one call (about 7 minutes
+# on an H100): check_cuda; the bench rows (fp64, TF32) of the default and of
 # each switch in $VARIANTS, alternated twice (ECENET_STAGE_CHUNK: a stage's
 # layers chunk by chunk, step.c; ECENET_LAYER_CHUNK: each layer's kernels
 # chunk by chunk, cuda_layers.cu; ECENET_FRAME_PIPE: the two-buffer per-edge
 # frame kernels, cuda_frame.cu); check_options (the stage chunks against
-# all edges at once); the golden cases on the TF32 and fp64 rows with all of
-# $GOLDEN on (the stage chunks are off while golden steps are traced); the ops case on cuda:f64 (bit-for-bit pipelined kernels, layers
-# in chunks of 5 edges); memcheck of a small bench with $GOLDEN on.
-# On an H200, then the target rows (standalone RealSpace, the three bench
-# rows). LM="0 2048" adds the low-memory rows over --chunk-edges. Log in $OUT/chunk.log.
+# all edges at once, about 100 s); the golden cases on the TF32 and fp64
+# rows with all of $GOLDEN on (the stage chunks are off while golden steps
+# are traced); the ops case on cuda:f64 (bit-for-bit pipelined kernels,
+# layers in chunks of 5 edges, about 150 s); memcheck of a small bench with
+# $GOLDEN on; on an H200, then the target rows (standalone RealSpace, the
+# three bench rows). LM="0 2048" adds the low-memory rows over
+# --chunk-edges. Log in $OUT/chunk.log. Run in the twenty-seventh session
+# (doc/performance.md).
 #   bash tools/device/chunk.sh            (on the device, after pack.sh here)
 source "$(dirname "$0")/env.sh"
 cd $B; T0=$SECONDS; L=$OUT/chunk.log
@@ -25,7 +28,7 @@ for c in $LM; do
   timeout 60 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist,cuda:tf32+nlist+lowmem --chunk-edges $c --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda.*lowmem|rror" | sed "s/^/[lowmem --chunk-edges $c] /" | tee -a $L
 done
 say "== check_options $((SECONDS-T0))s"
-timeout 90 ./check_options > $OUT/check_options.log 2>&1; say "rc=$?: $(tail -1 $OUT/check_options.log)"
+timeout 200 ./check_options > $OUT/check_options.log 2>&1; say "rc=$?: $(tail -1 $OUT/check_options.log)"
 grep "cuda.*stage chunk" $OUT/check_options.log | tee -a $L
 say "== golden with $G $((SECONDS-T0))s"
 for row in cuda:f32+tf32 cuda:f64; do
@@ -34,7 +37,7 @@ for row in cuda:f32+tf32 cuda:f64; do
   grep -E ":F:|:E:" $OUT/golden_${row//[^a-z0-9]/_}.log | head -3 | cut -c1-300 | tee -a $L
 done
 say "== ops on cuda:f64 $((SECONDS-T0))s"
-ECENET_TEST_BACKEND=cuda:f64 CK_RUN_CASE=ops timeout ${OPS_LIMIT:-100} ./check_backends > $OUT/ops_f64.log 2>&1
+ECENET_TEST_BACKEND=cuda:f64 CK_RUN_CASE=ops timeout ${OPS_LIMIT:-240} ./check_backends > $OUT/ops_f64.log 2>&1
 say "rc=$?: $(grep -E "%:" $OUT/ops_f64.log | tail -1)"; grep -E ":F:|:E:" $OUT/ops_f64.log | head -3 | cut -c1-300 | tee -a $L
 say "== memcheck with $G $((SECONDS-T0))s"
 env $G timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist,cuda:f64+nlist --n-warmup 0 --n-time 1 > $OUT/memcheck.log 2>&1
