@@ -107,31 +107,6 @@ unsigned long long ecn_cuda_frame_async_launches(void);
 int ecn_cuda_set_frame_atom_rb(int on);
 /* how many launches ran the register-blocked kernel (for the tests) */
 unsigned long long ecn_cuda_frame_atom_rb_launches(void);
-/* The per-edge map kernels of pack-unrotate (forward and VJP) and of the
- * D̄ sums (frame_out, pu_vjp, frame_dbar): 1 runs their two-buffer
- * pipelined forms (a grid of resident blocks, the next edge staged with
- * cp.async while one is computed; only where cp.async staging is on),
- * 0 the one-edge-per-block kernels (the same results bit for bit).
- * Default: env ECENET_FRAME_PIPE (read once), else 0. Returns the previous
- * setting. */
-int ecn_cuda_set_frame_pipe(int on);
-/* how many launches ran a pipelined kernel (for the tests) */
-unsigned long long ecn_cuda_frame_pipe_launches(void);
-/* whether this GPU runs them (cp.async: compute capability 8.0 and up;
- * a launch whose two buffers do not fit runs the one-edge kernel too) */
-int ecn_cuda_frame_pipe_available(void);
-/* at most this many blocks in a pipelined kernel's grid (0: one wave of
- * resident blocks, the default), so that a test's few edges still pass
- * through both buffers; returns the previous setting */
-int ecn_cuda_set_frame_pipe_blocks(int max_blocks);
-
-/* Edges per chunk of the cuBLAS layer path (layer_fwd, layer_vjp run their
- * GEMM and RealSpace kernels chunk by chunk, so that the second finds the
- * first's output in L2); 0 = all edges at once. Default: env
- * ECENET_LAYER_CHUNK (read once), else 0. Returns the previous setting. */
-long long ecn_cuda_set_layer_chunk(long long edges);
-/* how many layer calls ran in more than one chunk (for the tests) */
-unsigned long long ecn_cuda_layer_chunk_runs(void);
 
 /* how many linear calls ran on the edge frame's valid columns only
  * (ecenet_linear_params.frame_nl, cuda_linear_frame.cu; tests check that the

@@ -73,34 +73,17 @@ template <bool AS> __device__ __forceinline__ void stage_wait()
 #endif
 }
 
-/* cp.async groups (sm_80+; elsewhere stage_cp copies synchronously and
- * these do nothing): close the copies issued so far into a group; wait
- * until at most N groups are pending */
-__device__ __forceinline__ void stage_commit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int N> __device__ __forceinline__ void stage_wait_group()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
-
-/* An on/off switch read once from the environment (unset or empty: dflt),
+/* An on/off switch read once from the environment (unset or empty: on),
  * which the tests may set; several contexts may use it at once. */
 struct EnvSwitch {
     const char *name;
-    int dflt = 1;
     std::atomic<int> v;
     std::once_flag once;
     std::atomic<int> &get()
     {
         std::call_once(once, [this] {
             const char *e = getenv(name);
-            v = e && *e ? strtol(e, NULL, 10) != 0 : dflt;
+            v = e && *e ? strtol(e, NULL, 10) != 0 : 1;
         });
         return v;
     }
@@ -124,25 +107,6 @@ static bool frame_async()
 static EnvSwitch far_switch{"ECENET_FRAME_ATOM_RB"};
 static std::atomic<unsigned long long> far_launches;
 static bool frame_atom_rb() { return far_switch.get().load() != 0; }
-
-/* the two-buffer pipelined per-edge kernels (frame_out_pk, frame_dbar_pk,
- * pu_vjp_pk): env ECENET_FRAME_PIPE (read once), else off: no faster on an
- * H100 (doc/design.md, "Edge-frame kernels").
- * They stage with cp.async, so they run only where frame_async() is on and
- * the GPU has it (sm_80+), and only where their two buffers (smem bytes)
- * fit; elsewhere the one-edge kernels run. Counted for the tests (apart from
- * frame_async's count). */
-static EnvSwitch fp_switch{"ECENET_FRAME_PIPE", 0};
-static std::atomic<unsigned long long> fp_launches;
-static bool frame_pipe(size_t smem)
-{
-    const State &st = state();
-    if (!fp_switch.get().load() || !fa_switch.get().load() || st.cc_major < 8 ||
-        smem > st.smem_optin)
-        return false;
-    fp_launches++;
-    return true;
-}
 
 template <typename T>
 __device__ static inline const T *row_ptr(const Rows<T> &r, int64_t e, int b, int C, int S)
@@ -633,7 +597,7 @@ __device__ static inline void dbar_edge(const Geo &g, const T *sR, const T *sX, 
 }
 
 /* shared memory of frame_dbar_k (without D) and pu_vjp_k (with D), elements */
-__host__ __device__ static inline size_t dbar_smem_elems(const Geo &g, bool with_d)
+static inline size_t dbar_smem_elems(const Geo &g, bool with_d)
 {
     return (size_t)g.B * (g.S + 1) + (size_t)g.Q * 2 * (g.F + 1) + (with_d ? g.ND : 0);
 }
@@ -698,164 +662,12 @@ __global__ void pu_vjp_k(int64_t E, Geo g, const T *X, const T *D, const T *Gb, 
     }
 }
 
-/* ---- the per-edge kernels, pipelined ----------------------------------------------------------
- * frame_out_k, frame_dbar_k and pu_vjp_k take one edge per block: stage,
- * wait, compute, so a block has one edge's loads in flight and none while it
- * computes (about 2.1, 1.9 and 2.4 TB/s on the H100 bench against a 3.0
- * copy rate, twenty-fourth session). These forms run a grid of resident
- * blocks that loop over the edges with two shared buffers: edge e +
- * gridDim.x is staged by cp.async while edge e is computed. The same values
- * meet the same sums, so the results are the same bits as the one-edge
- * kernels' (check_backends compares them). Staging is issued before the
- * barrier that opens an edge's compute, into the buffer whose compute the
- * previous iteration's closing barrier finished. */
-template <typename T>
-__global__ void frame_out_pk(int64_t E, Geo g, const T *X, const T *D, T *G, T *Xs)
-{
-    extern __shared__ __align__(16) unsigned char smraw[];
-    const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1, PE = XE + g.ND;
-    const int s = threadIdx.x % g.S, b0 = threadIdx.x / g.S, bstep = blockDim.x / g.S;
-    const int l = l_of_s(s), sp = s - l * l, n = 2 * l + 1, ml = l < g.M ? l : g.M;
-    const int dof = dblock(l) + sp * n + l;
-    T *const buf = (T *)smraw;
-    auto stage = [&](int64_t e, T *sX) {
-        for (int q = threadIdx.x; q < XE; q += blockDim.x)
-            stage_cp(&sX[q], &X[e * XE + q]);
-        for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
-            stage_cp(&sX[XE + q], &D[e * g.ND + q]);
-    };
-    int p = 0;
-    if (blockIdx.x < E)
-        stage(blockIdx.x, buf);
-    stage_commit();
-    for (int64_t e = blockIdx.x; e < E; e += gridDim.x, p ^= 1) {
-        T *sX = buf + p * PE, *sD = sX + XE;
-        if (e + gridDim.x < E)
-            stage(e + gridDim.x, buf + (p ^ 1) * PE);
-        stage_commit();
-        stage_wait_group<1>(); /* edge e's group has landed */
-        __syncthreads();
-        if (Xs)
-            for (int q = threadIdx.x; q < XE; q += blockDim.x)
-                Xs[e * XE + q] = sX[q];
-        for (int b = b0; b < g.B; b += bstep) {
-            const int f = b * L1 + l;
-            T acc = 0;
-            for (int m = 0; m <= ml; m++) {
-                acc += sX[(2 * m) * g.F + f] * sD[dof + m];
-                if (m)
-                    acc += sX[(2 * m + 1) * g.F + f] * sD[dof - m];
-            }
-            G[e * BS + b * g.S + s] = acc;
-        }
-        __syncthreads();
-    }
-}
-
-template <typename T>
-__global__ void frame_dbar_pk(int64_t E, Geo g, Rows<T> rows, const T *Xs, T *Dbar)
-{
-    extern __shared__ __align__(16) unsigned char smraw[];
-    const int XE = g.Q * 2 * g.F, S1 = g.S + 1, PE = (int)dbar_smem_elems(g, false);
-    T *const buf = (T *)smraw;
-    auto stage = [&](int64_t e, T *sR) {
-        int64_t lo, hi;
-        row_offsets(rows, e, g.C, g.S, &lo, &hi);
-        stage_rows<true>(g, rows.base, lo, hi, sR);
-        stage_slots<true>(g, Xs + e * XE, sR + g.B * S1);
-    };
-    int p = 0;
-    if (blockIdx.x < E)
-        stage(blockIdx.x, buf);
-    stage_commit();
-    for (int64_t e = blockIdx.x; e < E; e += gridDim.x, p ^= 1) {
-        T *sR = buf + p * PE;
-        if (e + gridDim.x < E)
-            stage(e + gridDim.x, buf + (p ^ 1) * PE);
-        stage_commit();
-        stage_wait_group<1>();
-        __syncthreads();
-        dbar_edge(g, sR, sR + g.B * S1, Dbar + e * g.ND);
-        __syncthreads();
-    }
-}
-
-template <typename T>
-__global__ void pu_vjp_pk(int64_t E, Geo g, const T *X, const T *D, const T *Gb, T *Xb, T *Dbar)
-{
-    extern __shared__ __align__(16) unsigned char smraw[];
-    const int XE = g.Q * 2 * g.F, BS = g.B * g.S, L1 = g.L + 1, S1 = g.S + 1, F1 = g.F + 1;
-    const int PE = (int)dbar_smem_elems(g, true);
-    T *const buf = (T *)smraw;
-    auto stage = [&](int64_t e, T *sR) {
-        T *sX = sR + g.B * S1, *sD = sX + 2 * g.Q * F1;
-        stage_rows<true>(g, Gb, e * BS, e * BS, sR);
-        stage_slots<true>(g, X + e * XE, sX);
-        for (int q = threadIdx.x; q < g.ND; q += blockDim.x)
-            stage_cp(&sD[q], &D[e * g.ND + q]);
-    };
-    int p = 0;
-    if (blockIdx.x < E)
-        stage(blockIdx.x, buf);
-    stage_commit();
-    for (int64_t e = blockIdx.x; e < E; e += gridDim.x, p ^= 1) {
-        T *sR = buf + p * PE, *sX = sR + g.B * S1, *sD = sX + 2 * g.Q * F1;
-        if (e + gridDim.x < E)
-            stage(e + gridDim.x, buf + (p ^ 1) * PE);
-        stage_commit();
-        stage_wait_group<1>();
-        __syncthreads();
-        T *Xe = Xb + e * XE;
-        /* as in pu_vjp_k: a copy, since moving the loop into a shared
-         * helper changed pu_vjp_k's machine code (cubin .text), which then
-         * would have to be timed again */
-        for (int q = threadIdx.x; q < g.F; q += blockDim.x) {
-            const int l = q / g.B, b = q - l * g.B, f = b * L1 + l;
-            const int n = 2 * l + 1, ml = l < g.M ? l : g.M;
-            const T *a = sR + b * S1 + l * l, *Dl = sD + dblock(l);
-            for (int m = 0; m <= ml; m++) {
-                T acc = 0;
-                for (int s = 0; s < n; s++)
-                    acc += a[s] * Dl[s * n + l + m];
-                Xe[(2 * m) * g.F + f] += acc;
-                if (m) {
-                    acc = 0;
-                    for (int s = 0; s < n; s++)
-                        acc += a[s] * Dl[s * n + l - m];
-                    Xe[(2 * m + 1) * g.F + f] += acc;
-                }
-            }
-        }
-        dbar_edge(g, sR, sX, Dbar + e * g.ND);
-        __syncthreads();
-    }
-}
-
-/* a pipelined kernel's grid: one wave of resident blocks, at most E, and at
- * most fp_max_blocks if that is set (the tests: several edges per block) */
-static std::atomic<int> fp_max_blocks;
-template <typename K> static unsigned pipe_grid(K kern, int threads, size_t smem, int64_t E)
-{
-    int64_t cap = resident_blocks(kern, threads, smem);
-    const int mx = fp_max_blocks.load();
-    cap = mx > 0 && mx < cap ? mx : cap;
-    return grid_items(E < cap ? E : cap);
-}
-
 template <typename T>
 void launch_frame_dbar(int64_t E, const Geo &g, const Rows<T> &rows, const T *Xs, T *Dbar)
 {
     if (E <= 0)
         return;
     const size_t sm = dbar_smem_elems(g, false) * sizeof(T);
-    if (frame_pipe(2 * sm)) {
-        if (!smem_ready(frame_dbar_pk<T>, 2 * sm, "edge frame VJP (frame_dbar_pk)"))
-            return;
-        frame_dbar_pk<T><<<pipe_grid(frame_dbar_pk<T>, 128, 2 * sm, E), 128, 2 * sm>>>(E, g, rows,
-                                                                                       Xs, Dbar);
-        CU_LAUNCHED();
-        return;
-    }
     auto K = frame_async() ? frame_dbar_k<T, true> : frame_dbar_k<T, false>;
     if (!smem_ready(K, sm, "edge frame VJP (frame_dbar_k)"))
         return;
@@ -1036,14 +848,6 @@ void launch_frame_out(int64_t E, const Geo &g, const T *X, const T *D, T *G, T *
              __LINE__);
         return;
     }
-    if (frame_pipe(2 * sm)) {
-        if (!smem_ready(frame_out_pk<T>, 2 * sm, "message-passing pack-unrotate (frame_out_pk)"))
-            return;
-        frame_out_pk<T><<<pipe_grid(frame_out_pk<T>, th, 2 * sm, E), th, 2 * sm>>>(E, g, X, D, G,
-                                                                                  Xs);
-        CU_LAUNCHED();
-        return;
-    }
     auto K = frame_async() ? frame_out_k<T, true> : frame_out_k<T, false>;
     if (!smem_ready(K, sm, "message-passing pack-unrotate (frame_out_k)"))
         return;
@@ -1057,14 +861,6 @@ void launch_pu_vjp(int64_t E, const Geo &g, const T *X, const T *D, const T *Gb,
     if (E <= 0)
         return;
     const size_t sm = dbar_smem_elems(g, true) * sizeof(T);
-    if (frame_pipe(2 * sm)) {
-        if (!smem_ready(pu_vjp_pk<T>, 2 * sm, "message-passing pack-unrotate VJP (pu_vjp_pk)"))
-            return;
-        pu_vjp_pk<T><<<pipe_grid(pu_vjp_pk<T>, 256, 2 * sm, E), 256, 2 * sm>>>(E, g, X, D, Gb, Xb,
-                                                                              Dbar);
-        CU_LAUNCHED();
-        return;
-    }
     auto K = frame_async() ? pu_vjp_k<T, true> : pu_vjp_k<T, false>;
     if (!smem_ready(K, sm, "message-passing pack-unrotate VJP (pu_vjp_k)"))
         return;
@@ -1104,17 +900,6 @@ extern "C" int ecn_cuda_set_frame_async(int on)
 }
 
 extern "C" unsigned long long ecn_cuda_frame_async_launches(void) { return ecn_cu::fa_launches.load(); }
-
-extern "C" int ecn_cuda_set_frame_pipe(int on) { return ecn_cu::fp_switch.get().exchange(on != 0); }
-
-extern "C" unsigned long long ecn_cuda_frame_pipe_launches(void) { return ecn_cu::fp_launches.load(); }
-
-extern "C" int ecn_cuda_frame_pipe_available(void) { return ecn_cu::state().cc_major >= 8; }
-
-extern "C" int ecn_cuda_set_frame_pipe_blocks(int max_blocks)
-{
-    return ecn_cu::fp_max_blocks.exchange(max_blocks > 0 ? max_blocks : 0);
-}
 
 extern "C" int ecn_cuda_set_frame_atom_rb(int on) { return ecn_cu::far_switch.get().exchange(on != 0); }
 

@@ -480,33 +480,6 @@ static bool layer_tc(int64_t, const ecenet_linear_params *, const ecenet_realspa
     return false; /* fp64: cuBLAS DGEMM + RealSpace */
 }
 
-/* Edges per chunk of the cuBLAS layer path (not the opt-in tensor-core
- * layer kernels): ECENET_LAYER_CHUNK (read once;
- * ecn_cuda_set_layer_chunk changes it), 0 (the default) = all edges at
- * once. A layer moves each feature tensor through DRAM at copy speed, and
- * its two kernels pass one tensor between them (Z forward, the RealSpace
- * gradient backward) and both read X (X̄): run chunk by chunk, the second
- * kernel finds those in L2 (a chunk of 2,048 edges is 16.8 MB a tensor in
- * the bench model), and the backward's scratch, reused at the same place
- * for every chunk, need never reach DRAM. Smaller GEMMs, more launches:
- * off, as measured on an H100 (TF32 joint 22.8 ms at 4,096 edges against
- * 17.9, doc/design.md). Results are per edge, so only the GEMM's choice of
- * kernel for the smaller row count can move bits. */
-static std::atomic<long long> chunk_v{-1};
-static std::atomic<unsigned long long> chunk_runs;
-static int64_t layer_chunk()
-{
-    long long v = chunk_v.load();
-    if (v < 0) {
-        const char *e = getenv("ECENET_LAYER_CHUNK");
-        const long long r = e && *e ? strtoll(e, NULL, 10) : 0;
-        long long expect = -1;
-        chunk_v.compare_exchange_strong(expect, r > 0 ? r : 0);
-        v = chunk_v.load();
-    }
-    return v;
-}
-
 template <typename T>
 static void layer_fwd(int64_t E, const ecenet_linear_params *lin,
                       const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt, void *X,
@@ -517,17 +490,8 @@ static void layer_fwd(int64_t E, const ecenet_linear_params *lin,
     /* a sin0_zero layer: the GEMMs, then bias, Z's sin m = 0 zeros and
      * X += RealSpace(Z) in one kernel (two passes over Z's slots fewer) */
     const bool z0 = rs_layer_fits<T>(rs, lin->bias, Z, X);
-    const int64_t ch = layer_chunk(), C = ch > 0 && ch < E ? ch : E; /* read once */
-    const size_t XI = (size_t)2 * lin->Q * lin->fin, XO = (size_t)2 * lin->Q * lin->fout;
-    if (C < E)
-        chunk_runs++;
-    for (int64_t e0 = 0; e0 < E; e0 += C) {
-        const int64_t n = E - e0 < C ? E - e0 : C;
-        T *Xc = (T *)X + e0 * XI, *Zc = (T *)Z + e0 * XO;
-        ecenet_idx ts = tsrc ? tsrc + e0 : NULL, tt = ttgt ? ttgt + e0 : NULL;
-        linear_fwd_run<T>(n, lin, ts, tt, Xc, Zc, z0);
-        layer_rs_fwd<T>(n, rs, ts, tt, (const T *)lin->bias, Zc, Xc, z0);
-    }
+    linear_fwd_run<T>(E, lin, tsrc, ttgt, X, Z, z0);
+    layer_rs_fwd<T>(E, rs, tsrc, ttgt, (const T *)lin->bias, (T *)Z, (T *)X, z0);
 }
 
 /* tmp = RealSpace_vjp(Z, Xbar) (overwritten: no zeroing pass); Xbar += Linearᵀ(tmp) */
@@ -536,18 +500,8 @@ static void layer_vjp(int64_t E, const ecenet_linear_params *lin,
                       const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
                       const void *Z, void *Xbar, void *tmp)
 {
-    const int64_t ch = layer_chunk(), C = ch > 0 && ch < E ? ch : E; /* read once */
-    const size_t XI = (size_t)2 * lin->Q * lin->fin, XO = (size_t)2 * lin->Q * lin->fout;
-    if (C < E)
-        chunk_runs++;
-    for (int64_t e0 = 0; e0 < E; e0 += C) { /* every chunk's scratch at tmp */
-        const int64_t n = E - e0 < C ? E - e0 : C;
-        const T *Zc = (const T *)Z + e0 * XO;
-        T *Xbc = (T *)Xbar + e0 * XI;
-        ecenet_idx ts = tsrc ? tsrc + e0 : NULL, tt = ttgt ? ttgt + e0 : NULL;
-        layer_rs_vjp<T>(n, rs, ts, tt, Zc, Xbc, (T *)tmp);
-        linear_vjp_run<T>(n, lin, ts, tt, tmp, Xbc, rs->sin0_zero);
-    }
+    layer_rs_vjp<T>(E, rs, tsrc, ttgt, (const T *)Z, (const T *)Xbar, (T *)tmp);
+    linear_vjp_run<T>(E, lin, tsrc, ttgt, tmp, Xbar, rs->sin0_zero);
 }
 
 template <typename T> void fill_layers(ecenet_backend &b)
@@ -565,14 +519,6 @@ template void fill_layers<float>(ecenet_backend &);
 template void fill_layers<double>(ecenet_backend &);
 
 } // namespace ecn_cu
-
-extern "C" long long ecn_cuda_set_layer_chunk(long long edges)
-{
-    ecn_cu::layer_chunk();
-    return ecn_cu::chunk_v.exchange(edges > 0 ? edges : 0);
-}
-
-extern "C" unsigned long long ecn_cuda_layer_chunk_runs(void) { return ecn_cu::chunk_runs.load(); }
 
 extern "C" int ecn_cuda_set_fp32_gemm(int mode)
 {

@@ -1,6 +1,6 @@
 /* The edge frame (SPEC §8) and the distance embedding (§9) against ref; on
- * cuda, its kernel variants (cp.async staging, the per-atom and pipelined
- * per-edge kernels) bit for bit against the default ones. */
+ * cuda, its kernel variants (cp.async staging, the general per-atom
+ * kernel) bit for bit against the default ones. */
 #include <string.h>
 #include "ref.h"
 #include "harness.h"
@@ -12,7 +12,7 @@ void test_edge_frame(tctx *c, setup *u)
     const size_t E = (size_t)dm->E, N = (size_t)dm->N, CS = (size_t)dm->C * dm->S;
     const size_t XE = (size_t)dm->Q * 2 * dm->F, ND = (size_t)dm->ND, F = (size_t)dm->F;
     const int fa_old = fa_set(c, 0); /* cuda: staging through registers first */
-    const int far_old = far_set(c, 1), fp_old = fp_set(c, 0);
+    const int far_old = far_set(c, 1);
     tens Ae = t_rand(c, N * CS, 1.0), D = t_rand(c, E * ND, 0.5);
     tens X = t_out(c, E * XE);
     ref_edge_frame_fwd(dm, u->edge_i, u->edge_j, Ae.h, D.h, X.h);
@@ -43,17 +43,9 @@ void test_edge_frame(tctx *c, setup *u)
         t_same_bits(c, &X2, &X, "edge_frame_fwd", "X, cp.async staging");
         t_same_bits(c, &Aeb2, &Aeb, "edge_frame_vjp", "A_emb_bar, cp.async staging");
         t_same_bits(c, &Db2, &Db, "edge_frame_vjp", "Dbar, cp.async staging");
-        /* the pipelined D̄ kernel (frame_dbar_pk) */
-        const pipe_run pr = pipe_begin(c);
-        tens Aeb4 = t_acc_like(c, &Aeb), Db4 = t_acc_like(c, &Db);
-        be->edge_frame_vjp(&u->dd, u->d_edge_i, u->d_edge_j, Ae.d, D.d, Xbar.d, Aeb4.d, Db4.d);
-        pipe_end(c, &pr, 1, E, "edge frame");
-        t_same_bits(c, &Db4, &Db, "edge_frame_vjp", "Dbar, pipelined kernel");
-        t_same_bits(c, &Aeb4, &Aeb, "edge_frame_vjp", "A_emb_bar, with the pipelined D̄ kernel");
     }
     fa_set(c, fa_old);
     far_set(c, far_old);
-    fp_set(c, fp_old);
 
     const int K = 3;
     tens fr = t_rand(c, E * K, 0.5), V = t_rand(c, K * F, 0.5), Xin = t_rand(c, E * XE, 1.0);

@@ -240,7 +240,6 @@ int choice_set(int is_cuda, enum cuda_choice w, int v)
         switch (w) {
         case CHOICE_FRAME_ASYNC: return ecn_cuda_set_frame_async(v);
         case CHOICE_FRAME_ATOM_RB: return ecn_cuda_set_frame_atom_rb(v);
-        case CHOICE_FRAME_PIPE: return ecn_cuda_set_frame_pipe(v);
         case CHOICE_LAYER_TC: return ecn_cuda_set_layer_tc(v);
         }
 #endif
@@ -256,7 +255,6 @@ unsigned long long choice_runs(int is_cuda, enum cuda_choice w)
         switch (w) {
         case CHOICE_FRAME_ASYNC: return ecn_cuda_frame_async_launches();
         case CHOICE_FRAME_ATOM_RB: return ecn_cuda_frame_atom_rb_launches();
-        case CHOICE_FRAME_PIPE: return ecn_cuda_frame_pipe_launches();
         case CHOICE_LAYER_TC: return ecn_cuda_layer_tc_launches();
         }
 #endif
@@ -277,43 +275,6 @@ int far_set(const tctx *c, int on)
 unsigned long long far_runs(const tctx *c)
 {
     return choice_runs(on_cuda(c), CHOICE_FRAME_ATOM_RB);
-}
-
-int fp_set(const tctx *c, int on) { return choice_set(on_cuda(c), CHOICE_FRAME_PIPE, on); }
-static unsigned long long fp_runs(const tctx *c)
-{
-    return choice_runs(on_cuda(c), CHOICE_FRAME_PIPE);
-}
-
-/* the pipelined per-edge frame kernels on and off (pipe_run, harness.h) */
-pipe_run pipe_begin(const tctx *c)
-{
-    pipe_run p = {0, 0};
-    fa_set(c, 1);
-    fp_set(c, 1);
-#ifdef ECENET_HAVE_CUDA
-    if (on_cuda(c))
-        p.blocks_old = ecn_cuda_set_frame_pipe_blocks(7);
-#endif
-    p.r0 = fp_runs(c);
-    return p;
-}
-void pipe_end(const tctx *c, const pipe_run *p, unsigned long long n, size_t E,
-              const char *what)
-{
-    unsigned long long want = 0;
-#ifdef ECENET_HAVE_CUDA
-    if (on_cuda(c)) {
-        ecn_cuda_set_frame_pipe_blocks(p->blocks_old);
-        want = E && ecn_cuda_frame_pipe_available() ? n : 0;
-    }
-#endif
-    fp_set(c, 0);
-    fa_set(c, 0);
-    const unsigned long long ran = fp_runs(c) - p->r0;
-    ck_assert_msg(ran == want, "%s: %llu pipelined launches, expected %llu", what, ran, want);
-    (void)E;
-    (void)n;
 }
 
 /* the op since r0 ran the register-blocked per-atom kernel once where it

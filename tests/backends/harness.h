@@ -72,29 +72,17 @@ void t_same_bits(tctx *c, const tens *a, const tens *b, const char *op, const ch
 enum cuda_choice {
     CHOICE_FRAME_ASYNC,   /* cp.async staging of the bond-frame kernels */
     CHOICE_FRAME_ATOM_RB, /* the register-blocked per-atom frame kernel */
-    CHOICE_FRAME_PIPE,    /* the two-buffer pipelined per-edge frame kernels */
     CHOICE_LAYER_TC       /* the tensor-core layer kernels (a mode) */
 };
 int choice_set(int is_cuda, enum cuda_choice w, int v);
 unsigned long long choice_runs(int is_cuda, enum cuda_choice w);
 /* the same on c's backend: cp.async staging (fa), the register-blocked
- * per-atom kernel (far), the pipelined per-edge kernels (fp) */
+ * per-atom kernel (far) */
 int fa_set(const tctx *c, int on);
 unsigned long long fa_runs(const tctx *c);
 int far_set(const tctx *c, int on);
 unsigned long long far_runs(const tctx *c);
-int fp_set(const tctx *c, int on);
 
-/* The pipelined per-edge frame kernels on (with cp.async staging) on a grid
- * of 7 blocks, so that each block loops over several edges through both
- * shared buffers; pipe_end restores the settings and checks that the ops
- * in between made n pipelined launches where cuda runs them. */
-typedef struct {
-    unsigned long long r0;
-    int blocks_old;
-} pipe_run;
-pipe_run pipe_begin(const tctx *c);
-void pipe_end(const tctx *c, const pipe_run *p, unsigned long long n, size_t E, const char *what);
 /* the launches since r0 of the register-blocked per-atom kernel (far) and
  * with cp.async staging (fa) are those expected */
 void far_expect(const tctx *c, unsigned long long r0, size_t E, int L, const char *what);

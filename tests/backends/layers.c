@@ -526,28 +526,6 @@ void test_layers(tctx *c, setup *u)
                         tc == 2 && tc_fits && split);
             tc_set(is_cuda, tc_old);
         }
-#ifdef ECENET_HAVE_CUDA
-    /* cuda: the cuBLAS layer path chunk by chunk (ecn_cuda_set_layer_chunk),
-     * 5 edges a chunk (and a shorter last one where 5 does not divide E),
-     * in every table mode */
-    if (is_cuda && be->layer_fwd && be->layer_vjp && E > 5)
-        for (int mode = 0; mode < 4; mode++) {
-            lin_pair lp = make_linear(c, F, F, Q, T, 1, u->s.corr);
-            rs_pair rp = make_rs(c, F, Q, G, T, u->s.act, 1, u->s.corr, 0);
-            const int s0z = rs_mode(&rp, mode, 1);
-            snprintf(op, sizeof op, "layer in chunks of 5 edges corr=%d%s%s", u->s.corr,
-                     s0z ? " (sin0_zero)" : "", rp.d.grid_sym ? " (grid_sym)" : "");
-            tens X = features(c, E, Q, F, 1);
-            const int tc_old = tc_set(is_cuda, 0);
-            const long long ch_old = ecn_cuda_set_layer_chunk(5);
-            const unsigned long long r0 = ecn_cuda_layer_chunk_runs();
-            layer_check(c, u, &lp, &rp, &X, 1, op, is_cuda, 0, 0);
-            const unsigned long long ran = ecn_cuda_layer_chunk_runs() - r0;
-            ecn_cuda_set_layer_chunk(ch_old);
-            tc_set(is_cuda, tc_old);
-            ck_assert_msg(ran == 2, "%s: %llu chunked layer calls, expected 2", op, ran);
-        }
-#endif
     /* the fused layer on the first layer's linear (frame_nl), as the engine
      * runs it (sin0_zero where cuda honours it); the VJP at the valid positions */
     if (be->layer_fwd && be->layer_vjp && Q <= dm->L + 1) {

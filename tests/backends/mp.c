@@ -14,7 +14,7 @@ void test_mp(tctx *c, setup *u)
     const size_t XE = (size_t)dm->Q * 2 * dm->F, ND = (size_t)dm->ND, F = (size_t)dm->F;
     const int T = dm->T, B = dm->B;
     const int fa_old = fa_set(c, 0); /* cuda: staging through registers first */
-    const int far_old = far_set(c, 1), fp_old = fp_set(c, 0);
+    const int far_old = far_set(c, 1);
     tens X = features(c, dm->E, dm->Q, dm->F, 1), D = t_rand(c, E * ND, 0.5);
     tens g = t_out(c, E * BS);
     ref_mp_pack_unrotate_fwd(dm, X.h, D.h, g.h, NULL);
@@ -93,24 +93,9 @@ void test_mp(tctx *c, setup *u)
         t_same_bits(c, &Xioa, &Xio, "mp_rotate_unpack_fwd", "X += unpack, cp.async staging");
         t_same_bits(c, &Dlba, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar, cp.async staging");
         t_same_bits(c, &Db2a, &Db2, "mp_rotate_unpack_vjp", "Dbar, cp.async staging");
-        /* the pipelined per-edge kernels: frame_out_pk, pu_vjp_pk, frame_dbar_pk */
-        const pipe_run pr = pipe_begin(c);
-        tens gp = t_out(c, g2.n), Xsp = t_out(c, Xs.n), Xbp = t_acc_like(c, &Xb);
-        tens Dbp = t_acc_like(c, &Db), Dlbp = t_acc_like(c, &Dlbar), Db2p = t_acc_like(c, &Db2);
-        be->mp_pack_unrotate_fwd(&u->dd, X.d, D.d, gp.d, Xsp.d);
-        be->mp_pack_unrotate_vjp(&u->dd, X.d, D.d, gbar.d, Xbp.d, Dbp.d);
-        be->mp_rotate_unpack_vjp(&u->dd, u->d_edge_i, Dl.d, D.d, Xbar.d, Dlbp.d, Db2p.d);
-        pipe_end(c, &pr, 3, E, "message passing");
-        t_same_bits(c, &gp, &g2, "mp_pack_unrotate_fwd", "g, pipelined kernel");
-        t_same_bits(c, &Xsp, &Xs, "mp_pack_unrotate_fwd", "copy of X, pipelined kernel");
-        t_same_bits(c, &Xbp, &Xb, "mp_pack_unrotate_vjp", "Xbar, pipelined kernel");
-        t_same_bits(c, &Dbp, &Db, "mp_pack_unrotate_vjp", "Dbar, pipelined kernel");
-        t_same_bits(c, &Dlbp, &Dlbar, "mp_rotate_unpack_vjp", "Delta_bar, pipelined D̄ kernel");
-        t_same_bits(c, &Db2p, &Db2, "mp_rotate_unpack_vjp", "Dbar, pipelined kernel");
     }
     fa_set(c, fa_old);
     far_set(c, far_old);
-    fp_set(c, fp_old);
 }
 
 void test_attention(tctx *c, setup *u)

@@ -1,26 +1,23 @@
 #!/bin/bash
-# The twenty-fifth session's opt-in switches, in one call (about 7 minutes
-# on an H100): check_cuda; the bench rows (fp64, TF32) of the default and of
-# each switch in $VARIANTS, alternated twice (ECENET_STAGE_CHUNK: a stage's
-# layers chunk by chunk, step.c; ECENET_LAYER_CHUNK: each layer's kernels
-# chunk by chunk, cuda_layers.cu; ECENET_FRAME_PIPE: the two-buffer per-edge
-# frame kernels, cuda_frame.cu); check_options (the stage chunks against
-# all edges at once, about 100 s); the golden cases on the TF32 and fp64
-# rows with all of $GOLDEN on (the stage chunks are off while golden steps
-# are traced); the ops case on cuda:f64 (bit-for-bit pipelined kernels,
-# layers in chunks of 5 edges, about 150 s); memcheck of a small bench with
-# $GOLDEN on; on an H200, then the target rows (standalone RealSpace, the
-# three bench rows). LM="0 2048" adds the low-memory rows over
-# --chunk-edges. Log in $OUT/chunk.log. Run in the twenty-seventh session
-# (doc/performance.md).
+# Stage chunks (ECENET_STAGE_CHUNK, step.c) in one call (about 7 minutes on
+# an H100): check_cuda; the bench rows (fp64, TF32) of the default and of
+# each setting in $VARIANTS, alternated twice; check_options (the stage
+# chunks against all edges at once, about 100 s); the golden cases on the
+# TF32 and fp64 rows with $GOLDEN on (the stage chunks are off while golden
+# steps are traced); the ops case on cuda:f64 (about 150 s); memcheck of a
+# small bench with $GOLDEN on; on an H200, then the target rows
+# (standalone RealSpace, the three bench rows). LM="0 2048" adds the
+# low-memory rows over --chunk-edges. Log in $OUT/chunk.log. The
+# twenty-seventh session ran it with two more switches in $VARIANTS
+# (ECENET_LAYER_CHUNK, ECENET_FRAME_PIPE, since removed; doc/performance.md).
 #   bash tools/device/chunk.sh            (on the device, after pack.sh here)
 source "$(dirname "$0")/env.sh"
 cd $B; T0=$SECONDS; L=$OUT/chunk.log
-G=${GOLDEN:-ECENET_STAGE_CHUNK=2048 ECENET_LAYER_CHUNK=1024 ECENET_FRAME_PIPE=1}
+G=${GOLDEN:-ECENET_STAGE_CHUNK=2048}
 say() { echo "$*" | tee -a $L; }
 say "== check_cuda"; timeout 60 ./check_cuda > $OUT/check_cuda.log 2>&1; say "rc=$? $(tail -1 $OUT/check_cuda.log)"
 say "== bench, alternated $((SECONDS-T0))s"
-for rep in 1 2; do for v in default ${VARIANTS:-ECENET_STAGE_CHUNK=2048 ECENET_STAGE_CHUNK=8192 ECENET_LAYER_CHUNK=4096 ECENET_FRAME_PIPE=1}; do
+for rep in 1 2; do for v in default ${VARIANTS:-ECENET_STAGE_CHUNK=0 ECENET_STAGE_CHUNK=4096 ECENET_STAGE_CHUNK=16384}; do
   e=$v; [[ $v == default ]] && e=
   env $e timeout 60 ./ecenet bench --config bench --diamond 4 --backend ${ROWS:-cuda:f64+nlist,cuda:tf32+nlist} --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/[$v] /" | tee -a $L
 done; done
