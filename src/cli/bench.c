@@ -82,6 +82,19 @@ void ecn_cli_run_info(const struct ecenet_backend *const *bes, int n)
         if (!seen)
             printf("  %s device: %s\n", bes[k]->name, bes[k]->device());
     }
+    /* a backend's own stage chunk changes how the step runs (step.c):
+     * say so where the environment does not set it */
+    const char *sc = getenv("ECENET_STAGE_CHUNK");
+    for (int k = 0; k < n && !(sc && *sc); k++) {
+        int seen = !bes[k] || bes[k]->stage_chunk <= 0;
+        for (int j = 0; j < k && !seen; j++)
+            seen = bes[j] == bes[k];
+        if (!seen)
+            printf("  %s %s: a stage's layers run %lld edges at a time (the backend's default; "
+                   "ECENET_STAGE_CHUNK=0: all edges at once)\n",
+                   bes[k]->name, bes[k]->precision == ECENET_F64 ? "f64" : "f32",
+                   (long long)bes[k]->stage_chunk);
+    }
 }
 
 static int cmp_double(const void *a, const void *b)
