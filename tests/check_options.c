@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "ecenet.h"
+#include "engine.h"
 #include "graph.h"
 #include "step.h"
 #include "test_util.h"
@@ -136,6 +137,25 @@ START_TEST(test_low_memory_same_results)
 }
 END_TEST
 
+/* The user's ECENET_STAGE_CHUNK, kept while the tests set their own (a
+ * copy: setenv may free the string getenv returned) and put back after */
+static char *env_save(const char *name)
+{
+    const char *v = getenv(name);
+    char *copy = v ? malloc(strlen(v) + 1) : NULL;
+    if (copy)
+        strcpy(copy, v);
+    return copy;
+}
+static void env_restore(const char *name, char *saved)
+{
+    if (saved)
+        ck_assert_int_eq(setenv(name, saved, 1), 0);
+    else
+        unsetenv(name);
+    free(saved);
+}
+
 /* ECENET_STAGE_CHUNK (read when a context is created, step.c stage_fwd): the
  * default mode runs each stage's layers chunk by chunk of edges; the same
  * ops on the same edges, so the same results as all edges at once (=0),
@@ -150,6 +170,7 @@ START_TEST(test_stage_chunk_same_results)
     golden_structure(CASES[c], &s);
     /* below every case's edge count (72 to 19,220); NULL: the backend's default */
     static const char *SC[] = {"7", "37", NULL};
+    char *user = env_save("ECENET_STAGE_CHUNK");
     for (size_t b = 0; b < sizeof BACKENDS / sizeof BACKENDS[0]; b++) {
         char err[1024];
         ecenet_ctx *ctx = NULL;
@@ -185,6 +206,53 @@ START_TEST(test_stage_chunk_same_results)
                           BACKENDS[b].name, sck, d, BACKENDS[b].tol);
         }
     }
+    env_restore("ECENET_STAGE_CHUNK", user);
+    ecenet_model_free(m);
+}
+END_TEST
+
+/* Where the stage chunk comes from: the backend's stage_chunk, unless
+ * ECENET_STAGE_CHUNK says otherwise (=0: all edges at once); a value that
+ * is not a whole number of edges refuses the context with a message naming
+ * it. Only the cuda fp64 backend has a default chunk, so a ref backend
+ * with one stands in for it here. The chunked results themselves are
+ * test_stage_chunk_same_results'. */
+START_TEST(test_stage_chunk_source)
+{
+    ecenet_model *m = tu_golden_model("ethanol");
+    char *user = env_save("ECENET_STAGE_CHUNK");
+    ecenet_backend be = ecn_ref_backend;
+    be.stage_chunk = 7;
+    static const struct {
+        const char *env; /* NULL: unset */
+        int64_t want;
+    } OK[] = {{NULL, 7}, {"", 7}, {"0", 0}, {"37", 37}};
+    char err[512];
+    for (size_t k = 0; k < sizeof OK / sizeof OK[0]; k++) {
+        if (OK[k].env)
+            ck_assert_int_eq(setenv("ECENET_STAGE_CHUNK", OK[k].env, 1), 0);
+        else
+            unsetenv("ECENET_STAGE_CHUNK");
+        ecn_engine *eng = NULL;
+        ck_assert_msg(ecn_engine_create(m, &be, &eng, err, sizeof err) == ECENET_OK, "%s", err);
+        ck_assert_msg(eng->stage_chunk == OK[k].want, "ECENET_STAGE_CHUNK=%s: chunk %lld, want %lld",
+                      OK[k].env ? OK[k].env : "(unset)", (long long)eng->stage_chunk,
+                      (long long)OK[k].want);
+        ecn_engine_free(eng);
+    }
+    static const char *BAD[] = {"8k", "-1", "abc", "1e4", " 12", "99999999999999999999"};
+    for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
+        ck_assert_int_eq(setenv("ECENET_STAGE_CHUNK", BAD[k], 1), 0);
+        ecenet_ctx *ctx = NULL;
+        err[0] = 0;
+        ck_assert_int_eq(ecenet_ctx_create(m, "ref", ECENET_F64, &ctx, err, sizeof err),
+                         ECENET_ERR_ARGUMENT);
+        ck_assert_ptr_null(ctx);
+        char want[64];
+        snprintf(want, sizeof want, "ECENET_STAGE_CHUNK='%s'", BAD[k]);
+        ck_assert_msg(strstr(err, want), "'%s': message \"%s\" does not name it", BAD[k], err);
+    }
+    env_restore("ECENET_STAGE_CHUNK", user);
     ecenet_model_free(m);
 }
 END_TEST
@@ -309,6 +377,7 @@ int main(void)
                         (int)(sizeof CASES / sizeof CASES[0]));
     tcase_add_loop_test(tc, test_stage_chunk_same_results, 0,
                         (int)(sizeof CASES / sizeof CASES[0]));
+    tcase_add_test(tc, test_stage_chunk_source);
     tcase_add_test(tc, test_low_memory_smaller);
     tcase_add_test(tc, test_option_errors);
     tcase_add_test(tc, test_tf32_per_context);

@@ -2,8 +2,9 @@
  * The op vtable: every numerical step of an ECENet evaluation, forward and
  * VJP, as one entry per op. Installed for tests and bindings; users need only
  * <ecenet.h>. ECENET_ABI_VERSION does not cover this header: while the
- * library is 0.x its entries may change (an entry gains an argument, a new
- * entry is appended), so build against the header of the library you link.
+ * library is 0.x its entries may change (an entry gains an argument, an
+ * entry or a field is added), so build against the header of the library
+ * you link.
  *
  * Conventions shared by every entry:
  *  - Real arrays (`void *`) are in the backend's memory and precision

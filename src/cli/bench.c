@@ -90,8 +90,8 @@ void ecn_cli_run_info(const struct ecenet_backend *const *bes, int n)
         for (int j = 0; j < k && !seen; j++)
             seen = bes[j] == bes[k];
         if (!seen)
-            printf("  %s %s: a stage's layers run %lld edges at a time (the backend's default; "
-                   "ECENET_STAGE_CHUNK=0: all edges at once)\n",
+            printf("  %s %s: in the default mode a stage's layers run %lld edges at a time (the "
+                   "backend's default; ECENET_STAGE_CHUNK=0: all edges at once)\n",
                    bes[k]->name, bes[k]->precision == ECENET_F64 ? "f64" : "f32",
                    (long long)bes[k]->stage_chunk);
     }

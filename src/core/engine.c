@@ -3,6 +3,8 @@
 #include "backend.h"
 #include "cg.h"
 #include "error.h"
+#include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,10 +183,23 @@ ecenet_status ecn_engine_create(const ecenet_model *m, const ecenet_backend *be,
     eng->be = be;
     eng->model = m;
     eng->tf32 = be->set_tf32 ? be->set_tf32(-1) : -1; /* the process default (ECENET_TF32) */
-    const char *sc = getenv("ECENET_STAGE_CHUNK"); /* step.c, stage_fwd; 0: all edges at once */
-    eng->stage_chunk = sc && *sc ? strtoll(sc, NULL, 10) : be->stage_chunk;
-    if (eng->stage_chunk < 0)
-        eng->stage_chunk = 0;
+    /* step.c, stage_fwd; 0: all edges at once. Digits only: anything else
+     * is an error, not a silent 0 or a prefix ("8k" would be 8). */
+    const char *sc = getenv("ECENET_STAGE_CHUNK");
+    eng->stage_chunk = be->stage_chunk;
+    if (sc && *sc) {
+        char *end;
+        errno = 0;
+        const long long v = strtoll(sc, &end, 10);
+        if (!isdigit((unsigned char)sc[0]) || *end || errno) {
+            free(eng);
+            return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT,
+                            "ECENET_STAGE_CHUNK='%s': not a whole number of edges >= 0 "
+                            "(0: all edges at once)",
+                            sc);
+        }
+        eng->stage_chunk = v;
+    }
     eng->lin = calloc((size_t)nl, sizeof *eng->lin);
     eng->lin_up = calloc((size_t)nl, sizeof *eng->lin_up);
     eng->rs = calloc((size_t)nl, sizeof *eng->rs);

@@ -3,9 +3,10 @@
 # an H100): check_cuda; the bench rows (fp64, TF32) of the default and of
 # each setting in $VARIANTS, alternated twice; check_options (the stage
 # chunks against all edges at once, about 100 s); the golden cases on the
-# TF32 and fp64 rows with $GOLDEN on (the stage chunks are off while golden
-# steps are traced); the ops case on cuda:f64 (about 150 s); memcheck of a
-# small bench with $GOLDEN on; on an H200, then the target rows
+# TF32 and fp64 rows with $GOLDEN set (golden steps are traced, which turns
+# stage chunks off: this checks the other switches $GOLDEN may hold); the
+# ops case on cuda:f64 (about 150 s); memcheck of a small bench with
+# $GOLDEN on (which stage chunks do reach); on an H200, then the target rows
 # (standalone RealSpace, the three bench rows). LM="0 2048" adds the
 # low-memory rows over --chunk-edges. Log in $OUT/chunk.log. The
 # twenty-seventh session ran it with two more switches in $VARIANTS
