@@ -113,9 +113,12 @@ static void tile_init(void)
      * through BLIS's blocking, never on the number of threads */
     const char *s = getenv("ECENET_OMP_TILE");
     if (s && *s) {
-        long v = strtol(s, NULL, 10);
-        if (v >= 1 && v <= 4096)
+        char *end;
+        const long v = strtol(s, &end, 10);
+        if (!*end && v >= 1 && v <= 4096)
             tile_env = (int)v;
+        else /* as the cuda backend's tuning knobs: say so, keep the default */
+            fprintf(stderr, "libecenet: ignoring ECENET_OMP_TILE=%s (expected 1..4096)\n", s);
     }
 }
 
