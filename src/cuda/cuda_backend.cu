@@ -42,7 +42,7 @@ int failed() { return err_code != 0; }
 static State st;
 static std::once_flag st_once;
 
-static int env_int(const char *name, int def, int lo, int hi)
+int env_int(const char *name, int def, int lo, int hi)
 {
     const char *s = getenv(name);
     if (!s || !*s)
@@ -59,8 +59,7 @@ static int env_int(const char *name, int def, int lo, int hi)
 static void init_state()
 {
     memset(&st, 0, sizeof st);
-    const char *t = getenv("ECENET_TF32");
-    st.tf32 = t && !strcmp(t, "1");
+    st.tf32 = env_int("ECENET_TF32", 0, 0, 1);
     /* RealSpace launch: 512 rows / 4 warps (H200 sweep and whole-step
      * measurement in doc/performance.md) */
     st.rs_block = env_int("ECENET_RS_BLOCK", 512, 32, 1 << 16);

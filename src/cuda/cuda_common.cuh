@@ -29,6 +29,11 @@ namespace ecn_cu {
 void fail(int code, const char *what, const char *file, int line);
 int failed();
 
+/* An integer tuning variable of the environment (the caller reads it once):
+ * unset or empty gives def; anything but a whole number in lo..hi gives def
+ * and a line on stderr that names it (cuda_backend.cu) */
+int env_int(const char *name, int def, int lo, int hi);
+
 #define CU_CHECK(call)                                                                             \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \

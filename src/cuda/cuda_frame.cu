@@ -73,8 +73,9 @@ template <bool AS> __device__ __forceinline__ void stage_wait()
 #endif
 }
 
-/* An on/off switch read once from the environment (unset or empty: on),
- * which the tests may set; several contexts may use it at once. */
+/* An on/off switch read once from the environment (0 or 1; unset, empty
+ * or anything else: on, env_int says why), which the tests may set;
+ * several contexts may use it at once. */
 struct EnvSwitch {
     const char *name;
     std::atomic<int> v;
@@ -82,8 +83,7 @@ struct EnvSwitch {
     std::atomic<int> &get()
     {
         std::call_once(once, [this] {
-            const char *e = getenv(name);
-            v = e && *e ? strtol(e, NULL, 10) != 0 : 1;
+            v = env_int(name, 1, 0, 1);
         });
         return v;
     }

@@ -16,6 +16,7 @@
  * a zeroing or an add pass. */
 #include <atomic>
 #include <limits.h>
+#include <stdio.h>
 #include <mutex>
 #include <stdlib.h>
 #include "ecenet.h"
@@ -35,7 +36,7 @@ namespace ecn_cu {
  * cuda_linear_x3.cuh; default chain2: on the weights split once (ops.h
  * w_split) 15-20% faster than SGEMM on the H100 and half its error;
  * chain is slower there (its registers spill), tc is biased); an unknown
- * value leaves the default. The tile is WN = 2 (128 ×
+ * value leaves the default, with a line on stderr. The tile is WN = 2 (128 ×
  * 64 outputs, two blocks of 4 warps per SM; WN = 4 was 14-21% slower on
  * the H100 and H200). */
 struct X3Cfg {
@@ -53,6 +54,11 @@ static X3Cfg &x3_cfg()
         c.acc = r && !strcmp(r, "tc")      ? ecn_x3::X3_TC
                 : r && !strcmp(r, "chain") ? ecn_x3::X3_CHAIN
                                            : ecn_x3::X3_CHAIN2;
+        if (m && *m && strcmp(m, "sgemm") && strcmp(m, "x3"))
+            fprintf(stderr, "libecenet: ignoring ECENET_FP32_GEMM=%s (expected sgemm or x3)\n", m);
+        if (r && *r && strcmp(r, "tc") && strcmp(r, "chain") && strcmp(r, "chain2"))
+            fprintf(stderr, "libecenet: ignoring ECENET_X3_ACC=%s (expected chain2, chain or tc)\n",
+                    r);
     });
     return c;
 }

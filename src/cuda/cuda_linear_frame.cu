@@ -192,10 +192,9 @@ static std::once_flag fp_once;
 static bool fp_enabled()
 {
     std::call_once(fp_once, [] {
-        const char *v = getenv("ECENET_FRAME_PACK"), *mb = getenv("ECENET_FRAME_PACK_MB");
-        fp_on = !(v && *v && strtol(v, NULL, 10) == 0);
-        const long c = mb && *mb ? strtol(mb, NULL, 10) : 0;
-        if (c > 0 && c <= 65536)
+        fp_on = env_int("ECENET_FRAME_PACK", 1, 0, 1) != 0;
+        const int c = env_int("ECENET_FRAME_PACK_MB", 0, 1, 65536); /* 0: unset */
+        if (c > 0)
             fp_chunk = (size_t)c << 20;
     });
     return fp_on;

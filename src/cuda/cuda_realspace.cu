@@ -23,6 +23,7 @@
  * covers V times as many channels. */
 #include <atomic>
 #include <mutex>
+#include <stdio.h>
 #include <stdlib.h>
 #include <type_traits>
 #include "ecenet.h"
@@ -527,8 +528,7 @@ static int clamp_mode(long v) { return v <= 0 ? 0 : 1; }
 static int &rs_vec()
 {
     std::call_once(rs_vec_once, [] {
-        const char *v = getenv("ECENET_RS_VECTOR");
-        rs_vec_mode = v && *v ? clamp_mode(strtol(v, NULL, 10)) : 1;
+        rs_vec_mode = env_int("ECENET_RS_VECTOR", 1, 0, 1);
     });
     return rs_vec_mode;
 }
@@ -551,8 +551,10 @@ static bool rs_vjp_v2()
     static int v2;
     static std::once_flag once;
     std::call_once(once, [] {
-        const char *v = getenv("ECENET_RS_VJP_V");
-        v2 = !(v && *v && strtol(v, NULL, 10) == 4);
+        const int n = env_int("ECENET_RS_VJP_V", 2, 2, 4);
+        if (n == 3)
+            fprintf(stderr, "libecenet: ignoring ECENET_RS_VJP_V=3 (expected 2 or 4)\n");
+        v2 = n != 4;
     });
     return v2;
 }
@@ -588,8 +590,7 @@ static bool rs_sym_on()
     static bool on;
     static std::once_flag once;
     std::call_once(once, [] {
-        const char *v = getenv("ECENET_RS_SYM");
-        on = !(v && !strcmp(v, "0"));
+        on = env_int("ECENET_RS_SYM", 1, 0, 1) != 0;
     });
     return on;
 }
