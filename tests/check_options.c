@@ -142,10 +142,7 @@ END_TEST
 static char *env_save(const char *name)
 {
     const char *v = getenv(name);
-    char *copy = v ? malloc(strlen(v) + 1) : NULL;
-    if (copy)
-        strcpy(copy, v);
-    return copy;
+    return v ? strdup(v) : NULL;
 }
 static void env_restore(const char *name, char *saved)
 {

@@ -1,5 +1,6 @@
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include "error.h"
 
 ecenet_status ecn_fail(char *err, size_t err_len, ecenet_status status, const char *fmt, ...)
@@ -11,4 +12,18 @@ ecenet_status ecn_fail(char *err, size_t err_len, ecenet_status status, const ch
         va_end(ap);
     }
     return status;
+}
+
+int ecn_env_int(const char *name, int def, int lo, int hi)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    const long v = strtol(s, &end, 10);
+    if (*end || v < lo || v > hi) {
+        fprintf(stderr, "libecenet: ignoring %s=%s (expected %d..%d)\n", name, s, lo, hi);
+        return def;
+    }
+    return (int)v;
 }

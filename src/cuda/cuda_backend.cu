@@ -42,28 +42,14 @@ int failed() { return err_code != 0; }
 static State st;
 static std::once_flag st_once;
 
-int env_int(const char *name, int def, int lo, int hi)
-{
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return def;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "libecenet: ignoring %s=%s (expected %d..%d)\n", name, s, lo, hi);
-        return def;
-    }
-    return (int)v;
-}
-
 static void init_state()
 {
     memset(&st, 0, sizeof st);
-    st.tf32 = env_int("ECENET_TF32", 0, 0, 1);
+    st.tf32 = ecn_env_int("ECENET_TF32", 0, 0, 1);
     /* RealSpace launch: 512 rows / 4 warps (H200 sweep and whole-step
      * measurement in doc/performance.md) */
-    st.rs_block = env_int("ECENET_RS_BLOCK", 512, 32, 1 << 16);
-    st.rs_warps = env_int("ECENET_RS_WARPS", 4, 1, 16);
+    st.rs_block = ecn_env_int("ECENET_RS_BLOCK", 512, 32, 1 << 16);
+    st.rs_warps = ecn_env_int("ECENET_RS_WARPS", 4, 1, 16);
     if (st.rs_block % (32 * st.rs_warps)) {
         fprintf(stderr, "libecenet: ECENET_RS_BLOCK=%d is not a multiple of 32*ECENET_RS_WARPS=%d; "
                         "using 512/4\n", st.rs_block, 32 * st.rs_warps);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "ecenet/ops.h"
+#include "error.h" /* ecn_env_int */
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -28,11 +29,6 @@ namespace ecn_cu {
 /* ---- errors: the first one is kept (sticky) and printed once ---------------- */
 void fail(int code, const char *what, const char *file, int line);
 int failed();
-
-/* An integer tuning variable of the environment (the caller reads it once):
- * unset or empty gives def; anything but a whole number in lo..hi gives def
- * and a line on stderr that names it (cuda_backend.cu) */
-int env_int(const char *name, int def, int lo, int hi);
 
 #define CU_CHECK(call)                                                                             \
     do {                                                                                           \

@@ -74,7 +74,7 @@ template <bool AS> __device__ __forceinline__ void stage_wait()
 }
 
 /* An on/off switch read once from the environment (0 or 1; unset, empty
- * or anything else: on, env_int says why), which the tests may set;
+ * or anything else: on, ecn_env_int says why), which the tests may set;
  * several contexts may use it at once. */
 struct EnvSwitch {
     const char *name;
@@ -83,7 +83,7 @@ struct EnvSwitch {
     std::atomic<int> &get()
     {
         std::call_once(once, [this] {
-            v = env_int(name, 1, 0, 1);
+            v = ecn_env_int(name, 1, 0, 1);
         });
         return v;
     }

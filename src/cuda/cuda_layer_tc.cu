@@ -367,7 +367,7 @@ static int tc_clamp(long m) { return m <= 0 ? 0 : m >= 3 ? 3 : (int)m; }
 static int &tc_mode()
 {
     std::call_once(tc_once, [] {
-        tc_mode_v = env_int("ECENET_LAYER_TC", tc_clamp(ECN_CUDA_LAYER_TC_DEFAULT), 0, 3);
+        tc_mode_v = ecn_env_int("ECENET_LAYER_TC", ECN_CUDA_LAYER_TC_DEFAULT, 0, 3);
     });
     return tc_mode_v;
 }

@@ -192,8 +192,8 @@ static std::once_flag fp_once;
 static bool fp_enabled()
 {
     std::call_once(fp_once, [] {
-        fp_on = env_int("ECENET_FRAME_PACK", 1, 0, 1) != 0;
-        const int c = env_int("ECENET_FRAME_PACK_MB", 0, 1, 65536); /* 0: unset */
+        fp_on = ecn_env_int("ECENET_FRAME_PACK", 1, 0, 1) != 0;
+        const int c = ecn_env_int("ECENET_FRAME_PACK_MB", 0, 1, 65536); /* 0: unset */
         if (c > 0)
             fp_chunk = (size_t)c << 20;
     });

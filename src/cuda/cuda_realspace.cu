@@ -528,7 +528,7 @@ static int clamp_mode(long v) { return v <= 0 ? 0 : 1; }
 static int &rs_vec()
 {
     std::call_once(rs_vec_once, [] {
-        rs_vec_mode = env_int("ECENET_RS_VECTOR", 1, 0, 1);
+        rs_vec_mode = ecn_env_int("ECENET_RS_VECTOR", 1, 0, 1);
     });
     return rs_vec_mode;
 }
@@ -551,7 +551,7 @@ static bool rs_vjp_v2()
     static int v2;
     static std::once_flag once;
     std::call_once(once, [] {
-        const int n = env_int("ECENET_RS_VJP_V", 2, 2, 4);
+        const int n = ecn_env_int("ECENET_RS_VJP_V", 2, 2, 4);
         if (n == 3)
             fprintf(stderr, "libecenet: ignoring ECENET_RS_VJP_V=3 (expected 2 or 4)\n");
         v2 = n != 4;
@@ -590,7 +590,7 @@ static bool rs_sym_on()
     static bool on;
     static std::once_flag once;
     std::call_once(once, [] {
-        on = env_int("ECENET_RS_SYM", 1, 0, 1) != 0;
+        on = ecn_env_int("ECENET_RS_SYM", 1, 0, 1) != 0;
     });
     return on;
 }

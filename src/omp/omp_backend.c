@@ -12,6 +12,7 @@
 #include <omp.h>
 #endif
 #include "backend.h"
+#include "error.h"
 #include "omp_ops.h"
 
 /* ---- host memory ---------------------------------------------------------- */
@@ -111,15 +112,7 @@ static void tile_init(void)
 {
     /* ECENET_OMP_TILE: tuning knob (edges per tile); results depend on it only
      * through BLIS's blocking, never on the number of threads */
-    const char *s = getenv("ECENET_OMP_TILE");
-    if (s && *s) {
-        char *end;
-        const long v = strtol(s, &end, 10);
-        if (!*end && v >= 1 && v <= 4096)
-            tile_env = (int)v;
-        else /* as the cuda backend's tuning knobs: say so, keep the default */
-            fprintf(stderr, "libecenet: ignoring ECENET_OMP_TILE=%s (expected 1..4096)\n", s);
-    }
+    tile_env = ecn_env_int("ECENET_OMP_TILE", 0, 1, 4096); /* 0: unset */
 }
 
 int OMP_FN(omp_tile_edges)(int F)
