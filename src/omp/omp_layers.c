@@ -18,7 +18,9 @@
  * the grid from Z, writes ∂/∂Z of the tile to per-thread scratch (reading the
  * tile of X̄ fully first), then accumulates the transposed GEMMs into X̄.
  * OpenMP over tiles, BLIS single-threaded inside. */
+#include <pthread.h>
 #include <stdlib.h>
+#include "error.h"
 #include "omp_ops.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -207,6 +209,12 @@ typedef struct {
     const real *sc0, *sh0;
 } rs_info;
 
+/* ECENET_RS_SYM=0: the unfolded grid sums (read once, as in cuda; a value
+ * other than 0 or 1 keeps the default with a line on stderr) */
+static int rs_sym_env = 1;
+static pthread_once_t rs_sym_once = PTHREAD_ONCE_INIT;
+static void rs_sym_init(void) { rs_sym_env = ecn_env_int("ECENET_RS_SYM", 1, 0, 1); }
+
 static void rs_info_init(const ecenet_realspace_params *p, rs_info *ri)
 {
     ri->cs = p->cos_synth;
@@ -218,10 +226,8 @@ static void rs_info_init(const ecenet_realspace_params *p, rs_info *ri)
     ri->G = p->G;
     ri->act = p->act;
     ri->m0sin = 0;
-    {
-        const char *v = getenv("ECENET_RS_SYM"); /* "0": the unfolded sums */
-        ri->sym = p->grid_sym && !(v && !strcmp(v, "0"));
-    }
+    pthread_once(&rs_sym_once, rs_sym_init);
+    ri->sym = p->grid_sym && rs_sym_env;
     for (int k = 0; k < p->G; k++)
         if (ri->ss[k] != RL(0.0))
             ri->m0sin = 1;
