@@ -288,7 +288,7 @@ static int be_set_tf32(int on)
 /* the GPU of this process, for `ecenet bench`'s header */
 static const char *be_device(void)
 {
-    static char line[256];
+    static char line[512]; /* the name (at most 255 characters) and the rest fit */
     static std::once_flag once;
     std::call_once(once, [] {
         int dev = 0, drv = 0;
@@ -298,8 +298,10 @@ static const char *be_device(void)
             return;
         }
         cudaDriverGetVersion(&drv);
-        snprintf(line, sizeof line, "%s, %d SMs, %.1f GiB, compute capability %d.%d, driver %d.%d",
-                 prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0,
+        /* GiB in tenths, as integers: a bounded line (gcc 13 warned it could truncate) */
+        const long long gib10 = (long long)(prop.totalGlobalMem / 107374182.4 + 0.5);
+        snprintf(line, sizeof line, "%.255s, %d SMs, %lld.%lld GiB, compute capability %d.%d, driver %d.%d",
+                 prop.name, prop.multiProcessorCount, gib10 / 10, gib10 % 10,
                  prop.major, prop.minor, drv / 1000, drv % 1000 / 10);
     });
     return line;
