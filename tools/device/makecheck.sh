@@ -6,7 +6,9 @@
 # .cudabuild/mkcheck.tar.xz (tools/device/pack_check.sh, here). Logs go to
 # $OUT/makecheck.tgz (configure, make, every test's log, test-suite.log).
 #   bash tools/device/makecheck.sh        (carry .cudabuild)
-# MK_TIMEOUT=seconds bounds `make check` (default 480).
+# MK_TIMEOUT=seconds bounds `make check` (default 480), MK_JOBS is make's -j
+# (16). SPLIT=1: check_backends as its four cases at once beside the other
+# programs (below).
 cd "$(dirname "$0")/../.."
 R=$PWD; D=/tmp/ecdeps; W=/tmp/mkc; BLD=/tmp/bld; L=/tmp/mklogs
 rm -rf $D $W $BLD $L && mkdir -p $D $W $BLD $L
@@ -29,14 +31,38 @@ cd $BLD
 echo "== configure --with-cuda"
 $R/configure --with-cuda > $L/configure.log 2>&1 || { tail -30 $L/configure.log; save; exit 1; }
 sed -n '/backends:/,/tests:/p' $L/configure.log
-echo "== make -j16 ($((SECONDS-T0)) s)"
-make -j16 > $L/make.log 2>&1 || { grep -E "error|Error" $L/make.log | head -30; save; exit 1; }
+echo "== make -j${MK_JOBS:-16} ($((SECONDS-T0)) s)"
+make -j${MK_JOBS:-16} > $L/make.log 2>&1 || { grep -E "error|Error" $L/make.log | head -30; save; exit 1; }
 grep -c -i "warning" $L/make.log | sed 's/^/warning lines: /'
-echo "== make -j16 check ($((SECONDS-T0)) s)"
+echo "== make check ($((SECONDS-T0)) s)"
 # every test program that runs OpenMP would otherwise start 16 threads while
 # make runs up to 11 of them at once: check_physics' invariance case timed
 # out (60 s; 14 s alone on 2 cores) so in the twenty-eighth session
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout ${MK_TIMEOUT:-480} make -j16 check > $L/check.log 2>&1; rc=$?
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+if [[ -z $SPLIT ]]; then
+  timeout ${MK_TIMEOUT:-480} make -j${MK_JOBS:-16} check > $L/check.log 2>&1; rc=$?
+else
+  # SPLIT=1: check_backends, the longest program with a GPU (more than 9
+  # minutes on an H100 machine), runs as its four Check cases at once next
+  # to `make check` of the other programs, so that the whole suite fits in
+  # one device call; its logs are $L/cb_<case>.log
+  make -j${MK_JOBS:-16} check TESTS= > $L/build_tests.log 2>&1 || { tail -20 $L/build_tests.log; save; exit 1; }
+  others=tests/check_cli.sh # the shell test (in the source tree) and every test program but one
+  for f in tests/check_*; do
+    [[ -x $f && $f != *.* && $f != tests/check_backends ]] && others="$others $f"
+  done
+  echo "beside check_backends' cases: $others"
+  for c in ops golden guard determinism; do
+    (CK_RUN_CASE=$c ECENET_TEST_DATA=$R/tests/data timeout ${MK_TIMEOUT:-480} ./tests/check_backends \
+       > $L/cb_$c.log 2>&1; echo "check_backends case $c rc=$?" > $L/cb_$c.rc) &
+  done
+  timeout ${MK_TIMEOUT:-480} make -j${MK_JOBS:-16} check TESTS="$others" > $L/check.log 2>&1; rc=$?
+  wait
+  for c in ops golden guard determinism; do
+    cat $L/cb_$c.rc; grep -E "^[0-9]+%: Checks|:[EF]:" $L/cb_$c.log | cut -c1-300 | head -5
+    grep -q "rc=0" $L/cb_$c.rc || rc=1
+  done
+fi
 grep -E "^(PASS|FAIL|SKIP|ERROR|XFAIL|XPASS):|^# " $L/check.log
 echo "make check rc=$rc after $((SECONDS-T0)) s"
 for t in tests/check_*.log; do grep -H -E "^[0-9]+%: Checks" $t; done
