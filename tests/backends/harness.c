@@ -118,6 +118,21 @@ void dev_release_all(void)
     DP.n = 0;
 }
 
+t_mark_t t_mark(const tctx *c)
+{
+    t_mark_t m = {c->n_owned, DP.n};
+    return m;
+}
+
+void t_release(tctx *c, t_mark_t m)
+{
+    ck_assert(m.host <= c->n_owned && m.dev <= DP.n);
+    while (c->n_owned > m.host)
+        free(c->owned[--c->n_owned]);
+    while (DP.n > m.dev)
+        DP.be->release(DP.p[--DP.n]);
+}
+
 double *hbuf(tctx *c, size_t n) { return own(c, malloc((n ? n : 1) * sizeof(double))); }
 
 /* an input: host values rounded to the backend's precision */

@@ -283,6 +283,7 @@ void test_layers(tctx *c, setup *u)
     for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2)
     for (int wi = 0; wi < 3; wi++)
         for (int variant = 0; variant < 2; variant++) {
+            const t_mark_t m0 = t_mark(c);
             const int fin = widths[wi][0], fout = widths[wi][1];
             const int corr = variant ? u->s.corr : 0;
             lin_pair lp = make_linear(c, fin, fout, Q, T, variant == 0, corr);
@@ -312,6 +313,7 @@ void test_layers(tctx *c, setup *u)
                 }
             }
             tc_set(is_cuda, tc_old);
+            t_release(c, m0);
         }
     /* cuda strict fp32: the linears' split-TF32 GEMM kernel (cuda_linear_x3.cuh)
      * on and off, on widths that take it (K % 4 == 0, N even; several 64-wide
@@ -447,6 +449,7 @@ void test_layers(tctx *c, setup *u)
     for (int act = 0; act <= ECENET_ACT_IDENTITY; act++)
         for (int variant = 0; variant < 3; variant++)
         for (int mode = 0; mode < (variant != 1 ? 4 : 1); mode++) {
+            const t_mark_t m0 = t_mark(c);
             const int a = (act + u->s.act) % (ECENET_ACT_IDENTITY + 1);
             const int affine = variant >= 1, corr = variant == 2 && u->s.corr;
             rs_pair rp = make_rs(c, F, Q, G, T, a, affine, corr, variant == 1);
@@ -465,6 +468,7 @@ void test_layers(tctx *c, setup *u)
             ref_realspace_vjp(E, &rp.h, u->tsrc, u->ttgt, X.h, Yb.h, Xb.h);
             be->realspace_vjp(E, &rp.d, u->d_tsrc, u->d_ttgt, X.d, Yb.d, Xb.d);
             t_check(c, &Xb, op, "vjp Xbar", 1);
+            t_release(c, m0);
         }
 #ifdef ECENET_HAVE_CUDA
     if (is_cuda) {
@@ -506,6 +510,7 @@ void test_layers(tctx *c, setup *u)
         for (int mode = 0; mode < 4; mode++) {
             if (variant == 2 && (mode == 1 || mode == 2))
                 continue; /* a nonzero sin m = 0 slot: not sin0_zero */
+            const t_mark_t m0 = t_mark(c);
             const int corr = variant == 1 ? u->s.corr : 0;
             lin_pair lp = make_linear(c, F, F, Q, T, 1, corr);
             rs_pair rp = make_rs(c, F, Q, G, T, u->s.act, variant == 1, corr, 0);
@@ -525,6 +530,7 @@ void test_layers(tctx *c, setup *u)
             layer_check(c, u, &lp, &rp, &X, variant == 0, op, is_cuda, tc_fits && !corr,
                         tc == 2 && tc_fits && split);
             tc_set(is_cuda, tc_old);
+            t_release(c, m0);
         }
     /* the fused layer on the first layer's linear (frame_nl), as the engine
      * runs it (sin0_zero where cuda honours it); the VJP at the valid positions */
