@@ -26,6 +26,11 @@ ecenet_status ecn_fail(char *err, size_t err_len, ecenet_status status,
  * and a line on stderr that names the variable and the range. */
 int ecn_env_int(const char *name, int def, int lo, int hi);
 
+/* A tuning variable that takes one of n words: the index of the word it
+ * equals; unset or empty gives def, anything else def and a line on stderr
+ * that names the variable and the words. */
+int ecn_env_pick(const char *name, int def, const char *const *words, int n);
+
 #ifdef __cplusplus
 }
 #endif

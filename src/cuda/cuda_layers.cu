@@ -16,7 +16,6 @@
  * a zeroing or an add pass. */
 #include <atomic>
 #include <limits.h>
-#include <stdio.h>
 #include <mutex>
 #include <stdlib.h>
 #include "ecenet.h"
@@ -48,17 +47,11 @@ static X3Cfg &x3_cfg()
     static X3Cfg c;
     static std::once_flag once;
     std::call_once(once, [] {
-        const char *m = getenv("ECENET_FP32_GEMM"), *r = getenv("ECENET_X3_ACC");
-        c.mode = m && !strcmp(m, "sgemm") ? 0 : m && !strcmp(m, "x3") ? 1
-                                                : ECN_CUDA_FP32_GEMM_DEFAULT;
-        c.acc = r && !strcmp(r, "tc")      ? ecn_x3::X3_TC
-                : r && !strcmp(r, "chain") ? ecn_x3::X3_CHAIN
-                                           : ecn_x3::X3_CHAIN2;
-        if (m && *m && strcmp(m, "sgemm") && strcmp(m, "x3"))
-            fprintf(stderr, "libecenet: ignoring ECENET_FP32_GEMM=%s (expected sgemm or x3)\n", m);
-        if (r && *r && strcmp(r, "tc") && strcmp(r, "chain") && strcmp(r, "chain2"))
-            fprintf(stderr, "libecenet: ignoring ECENET_X3_ACC=%s (expected chain2, chain or tc)\n",
-                    r);
+        static const char *const modes[] = {"sgemm", "x3"}; /* index = mode */
+        static const char *const accs[] = {"chain2", "chain", "tc"};
+        static const int acc_of[] = {ecn_x3::X3_CHAIN2, ecn_x3::X3_CHAIN, ecn_x3::X3_TC};
+        c.mode = ecn_env_pick("ECENET_FP32_GEMM", ECN_CUDA_FP32_GEMM_DEFAULT, modes, 2);
+        c.acc = acc_of[ecn_env_pick("ECENET_X3_ACC", 0, accs, 3)];
     });
     return c;
 }

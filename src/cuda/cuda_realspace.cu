@@ -23,7 +23,6 @@
  * covers V times as many channels. */
 #include <atomic>
 #include <mutex>
-#include <stdio.h>
 #include <stdlib.h>
 #include <type_traits>
 #include "ecenet.h"
@@ -551,10 +550,8 @@ static bool rs_vjp_v2()
     static int v2;
     static std::once_flag once;
     std::call_once(once, [] {
-        const int n = ecn_env_int("ECENET_RS_VJP_V", 2, 2, 4);
-        if (n == 3)
-            fprintf(stderr, "libecenet: ignoring ECENET_RS_VJP_V=3 (expected 2 or 4)\n");
-        v2 = n != 4;
+        static const char *const rows[] = {"2", "4"};
+        v2 = ecn_env_pick("ECENET_RS_VJP_V", 0, rows, 2) == 0;
     });
     return v2;
 }
