@@ -62,8 +62,7 @@ static void run_op_test(int bi, op_test fn, const char *family)
         setup u;
         make_setup(&c, &SHAPES[si], &u);
         fn(&c, &u);
-        release_all(&c);
-        dev_release_all();
+        t_release(&c, T_ALL);
         check_backend_error(be, family);
     }
     printf("%-5s %-8s %-11s: %d shapes, worst rel L2 fwd %.2e, vjp %.2e\n", be->name,

@@ -86,13 +86,6 @@ static void *own(tctx *c, void *p)
     return p;
 }
 
-void release_all(tctx *c)
-{
-    for (int k = 0; k < c->n_owned; k++)
-        free(c->owned[k]);
-    c->n_owned = 0;
-}
-
 /* backend buffers are released through the backend */
 typedef struct {
     const ecenet_backend *be;
@@ -109,13 +102,6 @@ void *dalloc(tctx *c, size_t bytes)
     DP.be = c->be;
     DP.p[DP.n++] = p;
     return p;
-}
-
-void dev_release_all(void)
-{
-    for (int k = 0; k < DP.n; k++)
-        DP.be->release(DP.p[k]);
-    DP.n = 0;
 }
 
 t_mark_t t_mark(const tctx *c)

@@ -46,16 +46,15 @@ typedef struct {
     size_t n;
 } tens;
 
-/* host and backend buffers, freed (after each shape) by release_all and
- * dev_release_all */
-void release_all(tctx *c);
-void dev_release_all(void);
-/* a point in both pools; t_release frees what was allocated after it, so
- * that a loop over the cases of one shape reuses its memory (fresh pages
- * for every case were a third of check_backends' time) */
+/* host and backend buffers, owned by pools. A mark is a point in both;
+ * t_release frees what was allocated after it: every buffer after each
+ * shape (T_ALL), and a case's buffers before the next case of a loop, so
+ * that the loop reuses its memory (fresh pages for every case were a third
+ * of check_backends' time) */
 typedef struct {
     int host, dev;
 } t_mark_t;
+#define T_ALL ((t_mark_t){0, 0})
 t_mark_t t_mark(const tctx *c);
 void t_release(tctx *c, t_mark_t m);
 void *dalloc(tctx *c, size_t bytes);
