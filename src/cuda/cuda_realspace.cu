@@ -297,10 +297,6 @@ __device__ static inline int64_t rs_vrow(const RS<T> &a, int64_t r, int64_t R, c
     return o;
 }
 
-/* a product rounded on its own (never contracted into an FMA) */
-__device__ static inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ static inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-
 /* Y (=|+=) RealSpace(X); R = E·F/V vector rows. No sin0_zero variant: skipping
  * that slot here measured slower on the H200 (0.207 -> 0.240 ms, fp32, E = 44k),
  * unlike the VJP (rs_vjp_launch's z0). */
@@ -376,64 +372,6 @@ __global__ void __launch_bounds__(512) rs_layer_fwd_vk(int64_t R, RS<T> a, int r
     }
 }
 
-/* The VJP grid of rs_vjp_vk on a mirror-symmetric grid (rs_grid_sym_v's
- * pairs): per pair (θ_k, -θ_k) the analysis-side sums A (cos) and B (sin)
- * give ḡ = A ± B, the recomputed grid f = c ± s, and the synthesis-side
- * updates take the pair's even and odd parts f̄+ + f̄-, f̄+ - f̄-. */
-template <typename T, int Q, int V, int VC, bool SILU, bool Z0>
-__device__ static inline void rs_vjp_sym_v(const T *tab, int G, int act, int v0,
-                                           const T (&xc)[Q][V], const T (&xs)[Q][V],
-                                           const T (&bc)[Q][V], const T (&bs)[Q][V],
-                                           const T (&scale)[V], const T (&shift)[V],
-                                           T (&gc)[Q][V], T (&gs)[Q][V])
-{
-    {
-        T cs[Q], ss[Q], ca[Q], sa[Q];
-        rs_tab_k<T, Q>(tab, 0, cs, ss, ca, sa);
-#pragma unroll
-        for (int v = v0; v < v0 + VC; v++) {
-            T A = 0, c = 0;
-#pragma unroll
-            for (int m = 0; m < Q; m++) {
-                A += bc[m][v] * ca[m];
-                c += xc[m][v] * cs[m];
-            }
-            const T fb = A * rs_act_g<T, SILU>(act, scale[v] * c + shift[v]) * scale[v];
-#pragma unroll
-            for (int m = 0; m < Q; m++)
-                gc[m][v] += fb * cs[m];
-        }
-    }
-    for (int k = 1; 2 * k < G; k++) {
-        T cs[Q], ss[Q], ca[Q], sa[Q];
-        rs_tab_k<T, Q>(tab, k, cs, ss, ca, sa);
-#pragma unroll
-        for (int v = v0; v < v0 + VC; v++) {
-            T A = 0, B = 0, c = 0, s = 0;
-#pragma unroll
-            for (int m = 0; m < Q; m++) {
-                A += bc[m][v] * ca[m];
-                c += xc[m][v] * cs[m];
-                if (!Z0 || m) {
-                    B += bs[m][v] * sa[m];
-                    s += xs[m][v] * ss[m];
-                }
-            }
-            const T fp =
-                (A + B) * rs_act_g<T, SILU>(act, scale[v] * (c + s) + shift[v]) * scale[v];
-            const T fm =
-                (A - B) * rs_act_g<T, SILU>(act, scale[v] * (c - s) + shift[v]) * scale[v];
-            const T fe = fp + fm, fo = fp - fm;
-#pragma unroll
-            for (int m = 0; m < Q; m++) {
-                gc[m][v] += fe * cs[m];
-                if (!Z0 || m)
-                    gs[m][v] += fo * ss[m];
-            }
-        }
-    }
-}
-
 /* Xbar (=|+=) RealSpace_vjp(X, Ybar), the grid recomputed from X; R = E·F/V vector rows.
  * Z0 (a sin0_zero layer): the sin m = 0 slots of X and Ybar are not read (their
  * table entries are zero, so they never matter); that slot of the output is
@@ -465,35 +403,8 @@ __global__ void __launch_bounds__(512) rs_vjp_vk(int64_t R, RS<T> a, int rpt,
                 rs_vjp_sym_v<T, Q, V, VC, SILU, Z0>(sm, G, a.act, v0, xc, xs, bc, bs, scale,
                                                     shift, gc, gs);
             else
-            for (int k = 0; k < G; k++) {
-                T cs[Q], ss[Q], ca[Q], sa[Q];
-                rs_tab_k<T, Q>(sm, k, cs, ss, ca, sa);
-#pragma unroll
-                for (int v = v0; v < v0 + VC; v++) {
-                    T gbar = 0, c = 0, s = 0;
-#pragma unroll
-                    for (int m = 0; m < Q; m++) {
-                        /* Z0: the sin m = 0 terms are exact zeros (zero inputs, zero
-                         * table entries) and are left out; the m = 0 product is
-                         * rounded on its own, as bc·ca + 0·0 was */
-                        if (Z0 && m == 0)
-                            gbar += mul_rn(bc[0][v], ca[0]);
-                        else
-                            gbar += bc[m][v] * ca[m] + bs[m][v] * sa[m];
-                        c += xc[m][v] * cs[m];
-                        if (!Z0 || m)
-                            s += xs[m][v] * ss[m];
-                    }
-                    const T fb =
-                        gbar * rs_act_g<T, SILU>(a.act, scale[v] * (c + s) + shift[v]) * scale[v];
-#pragma unroll
-                    for (int m = 0; m < Q; m++) {
-                        gc[m][v] += fb * cs[m];
-                        if (!Z0 || m)
-                            gs[m][v] += fb * ss[m];
-                    }
-                }
-            }
+                rs_vjp_grid_v<T, Q, V, VC, SILU, Z0>(sm, G, a.act, v0, xc, xs, bc, bs, scale,
+                                                     shift, gc, gs);
         }
         rs_vstore<T, V, ACC, Z0>(Xb + o, F, gc, gs);
     }
