@@ -79,8 +79,9 @@ void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E, const ecenet_real
  * forward and VJP GEMM); 3 the
  * fused forward on wgmma (cuda_layer_wg.cu) for fp32 with TF32 on
  * sin0_zero layers with F = 128 or 256, where ecn_cuda_layer_wg_available
- * (otherwise as 0). fp64 never uses them. Default: env ECENET_LAYER_TC
- * (0-3; read once), else ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 and
+ * (otherwise as 0); 4 the fused layer VJP on wgmma, on the same layers
+ * (the forward as 0). fp64 never uses them. Default: env ECENET_LAYER_TC
+ * (0-4; read once), else ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 and
  * H100 they are slower than cuBLAS + RealSpace (doc/performance.md), so
  * they are opt-in until they win. Returns the previous mode. */
 #define ECN_CUDA_LAYER_TC_DEFAULT 0

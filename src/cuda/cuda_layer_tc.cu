@@ -37,9 +37,10 @@
  * fin % 64 == 0, fout % 16 == 0 (split TF32 only). Otherwise the callers
  * take the cuBLAS path.
  *
- * The wgmma forward (mode 3) is in cuda_layer_wg.cu; the pieces both use
- * (arguments, the epilogue, cluster launches) in
- * cuda_layer_tc.cuh. This file also dispatches every mode. */
+ * The wgmma kernels (the forward, mode 3; the layer VJP, mode 4) are in
+ * cuda_layer_wg.cu; the pieces they share with this file (arguments, the
+ * epilogue, cluster launches) are in cuda_layer_tc.cuh. This file also
+ * dispatches every mode. */
 #include <atomic>
 #include <cooperative_groups.h>
 #include <limits.h>
@@ -361,13 +362,13 @@ static int tc_mode_v;
 static std::once_flag tc_once;
 static std::atomic<unsigned long long> tc_launches; /* several contexts may run at once */
 
-/* a requested mode into 0..3 (cuda_backend.h) */
-static int tc_clamp(long m) { return m <= 0 ? 0 : m >= 3 ? 3 : (int)m; }
+/* a requested mode into 0..4 (cuda_backend.h) */
+static int tc_clamp(long m) { return m <= 0 ? 0 : m >= 4 ? 4 : (int)m; }
 
 static int &tc_mode()
 {
     std::call_once(tc_once, [] {
-        tc_mode_v = ecn_env_int("ECENET_LAYER_TC", ECN_CUDA_LAYER_TC_DEFAULT, 0, 3);
+        tc_mode_v = ecn_env_int("ECENET_LAYER_TC", ECN_CUDA_LAYER_TC_DEFAULT, 0, 4);
     });
     return tc_mode_v;
 }
@@ -391,7 +392,7 @@ bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
         return true;
     }
     const int split_n = s.tf32 ? 1 : 3;
-    if (mode == 0 || (split_n == 3 && mode < 2) || s.cc_major < 9 || s.smem_optin < TC_SMEM)
+    if (mode == 0 || mode == 4 || (split_n == 3 && mode < 2) || s.cc_major < 9 || s.smem_optin < TC_SMEM)
         return false;
     const int F = lin->fin;
     if (E <= 0 || lin->fout != F || rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q || F % TC_BN ||
@@ -412,6 +413,15 @@ bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     else
         tc_launch(silu ? layer_tc_fwd_k<3, true> : layer_tc_fwd_k<3, false>, TC_SMEM, TC_BM, C, E,
                   F, a, X, Z);
+    tc_launches++;
+    return true;
+}
+
+bool layer_tc_vjp(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
+                  const float *Z, float *Xb)
+{
+    if (tc_mode() != 4 || !layer_wg_vjp(E, lin, rs, Z, Xb))
+        return false;
     tc_launches++;
     return true;
 }

@@ -166,6 +166,8 @@ static void tc_launch(K kern, size_t smem, int BM, int C, int64_t E, int F, cons
 bool wg_available();
 bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
                   float *X, float *Z);
+bool layer_wg_vjp(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
+                  const float *Z, float *Xb);
 
 } // namespace ecn_cu
 

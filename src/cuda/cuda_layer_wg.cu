@@ -72,11 +72,11 @@ static_assert(WG_EPI * TC_THREADS == (WG_BM / 4) * (WG_BN / 4), "one thread an e
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define ECN_WGMMA 1 /* device code for sm_90a: wgmma */
-/* shared-memory descriptor of an operand tile (k step WG_LB floats, rows 128 B) */
-__device__ static inline uint64_t wg_desc(const float *p)
+/* shared-memory descriptor of an operand tile (k step lb floats, rows 128 B) */
+__device__ static inline uint64_t wg_desc(const float *p, int lb = WG_LB)
 {
     const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    return (uint64_t)((a & 0x3FFFF) >> 4) | (uint64_t)((4 * WG_LB) >> 4) << 16 |
+    return (uint64_t)((a & 0x3FFFF) >> 4) | (uint64_t)((4 * lb) >> 4) << 16 |
            (uint64_t)(128 >> 4) << 32;
 }
 
@@ -278,6 +278,235 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
 #endif
 }
 
+/* ---- the fused layer VJP: Xbar += Linearᵀ(RealSpace_vjp(Z, Xbar)) --------------------------------
+
+ * The RealSpace VJP of an (edge, feature) needs all seven slots of Z and
+ * Xbar there and gives all seven of Zbar; the GEMM of slot (m, part) then
+ * contracts Zbar's features against W_m. A cluster of 4 · F/128 CTAs (rank
+ * n·4 + m, as the forward) owns a row tile of 64 edges: first each CTA
+ * runs the RealSpace VJP on its 32-feature slice of the row tile (every
+ * slot) and writes Zbar, rounded to TF32, straight into the shared memory
+ * of the CTAs that multiply it (slots of m to the CTAs of m), so Zbar never
+ * goes to global memory and is computed once; after the cluster barrier
+ * each CTA holds its m's cos and sin Zbar for all F features (the whole
+ * K extent, 2 · 64 · F floats) and runs the K loop over W_m from w_t
+ * (w[m][o][i] transposed, K-major as wgmma wants it), warpgroup g on part g
+ * (wgmma.m64n128k8, one accumulator); then it adds the products into
+ * Xbar's 128 features of its two slots. The barrier makes the in-place
+ * update safe: every read of the row tile's Xbar (phase one) precedes it. */
+constexpr int WV_BM = 64;              /* edges of a row tile */
+constexpr int WV_FS = 32;              /* features of a CTA's RealSpace slice */
+constexpr int WV_FMAX = 256;           /* A holds every feature: F <= 256 */
+/* A: floats between k-adjacent core matrices; 8 floats of padding (LBA = 8
+ * mod 32 banks) make phase one's float2 stores (a warp: two rows, sixteen
+ * feature pairs) two wavefronts, the fewest for 256 bytes */
+constexpr int WV_LBA = 4 * WV_BM + 8;
+constexpr int WV_APART = WV_FMAX / 4 * WV_LBA; /* A of one part: F/4 k chunks */
+constexpr int WV_STAGE = WG_KS * WG_T;         /* a stage: two 16-k tiles of W_m */
+constexpr int WV_MAIN = 2 * WV_APART + WG_NBUF * WV_STAGE;
+constexpr size_t WV_SMEM = (size_t)(WV_MAIN + 4 * TC_Q * TC_GMAX) * sizeof(float);
+constexpr int WV_ITEMS = WV_BM * WV_FS / 2 / TC_THREADS; /* 2-feature items a thread */
+static_assert(WV_ITEMS * TC_THREADS * 2 == WV_BM * WV_FS, "whole items per thread");
+static_assert(4 * WV_FS == WG_BN, "the 4·F/128 ranks of a cluster cover F in 32-feature slices");
+
+#ifdef ECN_WGMMA
+/* one 16-k tile of W_m (rows n0.., k0..) in registers / into the tile at st */
+__device__ static inline void wv_fetch(float4 (&w)[2], const float *Wt, int F, int n0, int m, int k0)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int c = threadIdx.x + TC_THREADS * h;
+        w[h] = __ldcg(reinterpret_cast<const float4 *>(
+            Wt + ((int64_t)m * F + n0 + wg_row(c)) * F + k0 + 4 * wg_kc(c)));
+    }
+}
+__device__ static inline void wv_store(float *st, const float4 (&w)[2])
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        *reinterpret_cast<float4 *>(st + wg_off(threadIdx.x + TC_THREADS * h)) = wg_rna4(w[h]);
+}
+__device__ static inline float2 wv_rna2(float x, float y)
+{
+    return make_float2(__uint_as_float(to_tf32(x)), __uint_as_float(to_tf32(y)));
+}
+/* phase one's item it of a thread: features f, f+1 of row r, Z's and Xbar's
+ * eight slots (the sin m = 0 slot not read: zero, as sin0_zero allows);
+ * rows past E read nothing: zeros in, zeros out */
+struct WvIn {
+    float2 z[TC_S], b[TC_S];
+};
+__device__ static inline void wv_load(WvIn &in, const float *Z, const float *Xb, int64_t E,
+                                      int64_t e0, int F, int rank, int it)
+{
+    const int i = threadIdx.x + TC_THREADS * it;
+    const int64_t e = e0 + (i >> 4);
+    const int64_t o = e * (2LL * TC_Q * F) + WV_FS * rank + 2 * (i & 15);
+#pragma unroll
+    for (int s = 0; s < TC_S; s++) {
+        const bool ok = e < E && s != 1;
+        in.z[s] = ok ? __ldcs(reinterpret_cast<const float2 *>(Z + o + (int64_t)s * F))
+                     : make_float2(0.0f, 0.0f);
+        in.b[s] = ok ? *reinterpret_cast<const float2 *>(Xb + o + (int64_t)s * F)
+                     : make_float2(0.0f, 0.0f);
+    }
+}
+#endif
+
+template <bool SILU, bool SYM>
+__global__ void __launch_bounds__(TC_THREADS, 1)
+    layer_wg_vjp_k(int64_t E, int F, TcArgs a, float *Xb, float *Z_)
+{
+#ifdef ECN_WGMMA
+    extern __shared__ __align__(16) float sm[];
+    float *A = sm, *Bs = sm + 2 * WV_APART, *tab = sm + WV_MAIN;
+    const float *Z = Z_;
+    cgr::cluster_group cl = cgr::this_cluster();
+    const int NT = F / WG_BN, rank = (int)cl.block_rank(); /* rank = n·4 + m */
+    const int m = rank & 3, n0 = (rank >> 2) * WG_BN;
+    const int64_t e0 = (int64_t)(blockIdx.x / (4 * NT)) * WV_BM;
+    const int tid = threadIdx.x, g = tid >> 7;
+    const int NS = F / (WG_BK * WG_KS); /* stages of the K loop */
+    /* the other CTAs of the cluster must have started before their shared
+     * memory is written: arrive now, wait before the first remote store */
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+    /* W_m's first two stages: stage 0 stored, stage 1 in registers */
+    float4 R[WG_KS][2];
+#pragma unroll
+    for (int ks = 0; ks < WG_KS; ks++)
+        wv_fetch(R[ks], a.w, F, n0, m, ks * WG_BK);
+#pragma unroll
+    for (int ks = 0; ks < WG_KS; ks++)
+        wv_store(Bs + ks * WG_T, R[ks]);
+    if (NS > 1)
+#pragma unroll
+        for (int ks = 0; ks < WG_KS; ks++)
+            wv_fetch(R[ks], a.w, F, n0, m, (WG_KS + ks) * WG_BK);
+    rs_tables<float, TC_Q>(a.rs, tab); /* (ends with __syncthreads) */
+
+    /* phase one: Zbar of features f_r..f_r+31, every slot, rows e0..e0+63 */
+    float *dst[TC_Q][2]; /* A of the CTAs (n, m') */
+#pragma unroll
+    for (int mm = 0; mm < TC_Q; mm++)
+#pragma unroll
+        for (int nn = 0; nn < 2; nn++)
+            dst[mm][nn] = nn < NT ? cl.map_shared_rank(sm, (unsigned)(nn * 4 + mm)) : NULL;
+    const int64_t rstride = 2LL * TC_Q * F;
+    /* the loads of item it + 1 are issued before item it's grid: one CTA
+     * per SM has few warps to hide their latency with */
+    WvIn cur, nxt;
+    wv_load(cur, Z, Xb, E, e0, F, rank, 0);
+#pragma unroll
+    for (int it = 0; it < WV_ITEMS; it++) {
+        if (it + 1 < WV_ITEMS)
+            wv_load(nxt, Z, Xb, E, e0, F, rank, it + 1);
+        const int i = tid + TC_THREADS * it, r = i >> 4, f = WV_FS * rank + 2 * (i & 15);
+        float xc[TC_Q][2], xs[TC_Q][2], bc[TC_Q][2], bs[TC_Q][2], gc[TC_Q][2], gs[TC_Q][2];
+        float scale[2], shift[2];
+#pragma unroll
+        for (int mm = 0; mm < TC_Q; mm++) {
+            xc[mm][0] = cur.z[2 * mm].x; xc[mm][1] = cur.z[2 * mm].y;
+            bc[mm][0] = cur.b[2 * mm].x; bc[mm][1] = cur.b[2 * mm].y;
+            xs[mm][0] = cur.z[2 * mm + 1].x; xs[mm][1] = cur.z[2 * mm + 1].y;
+            bs[mm][0] = cur.b[2 * mm + 1].x; bs[mm][1] = cur.b[2 * mm + 1].y;
+            gc[mm][0] = gc[mm][1] = gs[mm][0] = gs[mm][1] = 0.0f;
+        }
+#pragma unroll
+        for (int v = 0; v < 2; v++) {
+            scale[v] = a.rs.scale ? a.rs.scale[f + v] : 1.0f;
+            shift[v] = a.rs.shift ? a.rs.shift[f + v] : 0.0f;
+        }
+        if (SYM)
+            rs_vjp_sym_v<float, TC_Q, 2, 2, SILU, true>(tab, a.rs.G, a.rs.act, 0, xc, xs, bc, bs,
+                                                        scale, shift, gc, gs);
+        else
+            rs_vjp_grid_v<float, TC_Q, 2, 2, SILU, true>(tab, a.rs.G, a.rs.act, 0, xc, xs, bc, bs,
+                                                         scale, shift, gc, gs);
+        if (it == 0)
+            asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+        /* row r, features f, f+1 in the K-major core-matrix layout of A */
+        const int o = (f >> 2) * WV_LBA + 32 * (r >> 3) + 4 * (r & 7) + (f & 3);
+#pragma unroll
+        for (int mm = 0; mm < TC_Q; mm++) {
+            const float2 c = wv_rna2(gc[mm][0], gc[mm][1]), sn = wv_rna2(gs[mm][0], gs[mm][1]);
+#pragma unroll
+            for (int nn = 0; nn < 2; nn++)
+                if (nn < NT) {
+                    *reinterpret_cast<float2 *>(dst[mm][nn] + o) = c;
+                    if (mm)
+                        *reinterpret_cast<float2 *>(dst[mm][nn] + WV_APART + o) = sn;
+                }
+        }
+        cur = nxt;
+    }
+    /* every slice of A written (remote stores visible to the wgmma proxy),
+     * every read of the row tile's Xbar done */
+    asm volatile("fence.proxy.async.shared::cluster;\n" ::: "memory");
+    cl.sync();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+
+    /* phase two: the K loop over W_m's stages, as the forward's; warpgroup g
+     * multiplies part g (m = 0 has no sin part: warpgroup 1 repeats the cos
+     * product, unused, rather than branch around the MMAs) */
+    /* phase three's Xbar values, loaded now to land during the K loop (only
+     * this CTA writes them, after the barrier above) */
+    const int w = (tid >> 5) & 3, lane = tid & 31;
+    const bool mine = m || !g; /* m = 0 has no sin slot */
+    float *xs0 = Xb + (2 * m + g) * F + n0 + 2 * (lane & 3);
+    float2 xo[32];
+#pragma unroll
+    for (int j = 0; j < 64; j += 2) {
+        const int64_t e = e0 + 16 * w + (lane >> 2) + 8 * ((j & 3) >> 1);
+        xo[j / 2] = mine && e < E
+                        ? *reinterpret_cast<const float2 *>(xs0 + e * rstride + 8 * (j >> 2))
+                        : make_float2(0.0f, 0.0f);
+    }
+    float acc[64];
+#pragma unroll
+    for (int j = 0; j < 64; j++)
+        acc[j] = 0.0f;
+    const float *Ag = A + (m ? g : 0) * WV_APART;
+    for (int kt = 0; kt < NS; kt++) {
+        const float *st = Bs + (kt % WG_NBUF) * WV_STAGE;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int ks = 0; ks < WG_KS; ks++)
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                const int kc = ((kt * WG_KS + ks) * WG_BK + 8 * q) >> 2;
+                wgmma128(acc, wg_desc(Ag + kc * WV_LBA, WV_LBA),
+                         wg_desc(st + ks * WG_T + 2 * q * WG_LB));
+            }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (kt + 1 < NS)
+#pragma unroll
+            for (int ks = 0; ks < WG_KS; ks++)
+                wv_store(Bs + ((kt + 1) % WG_NBUF) * WV_STAGE + ks * WG_T, R[ks]);
+        if (kt + 2 < NS)
+#pragma unroll
+            for (int ks = 0; ks < WG_KS; ks++)
+                wv_fetch(R[ks], a.w, F, n0, m, ((kt + 2) * WG_KS + ks) * WG_BK);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+
+    /* phase three: Xbar += the products, slot (m, g), features n0.. */
+    if (mine)
+#pragma unroll
+        for (int j = 0; j < 64; j += 2) {
+            const int64_t e = e0 + 16 * w + (lane >> 2) + 8 * ((j & 3) >> 1);
+            if (e < E)
+                __stwb(reinterpret_cast<float2 *>(xs0 + e * rstride + 8 * (j >> 2)),
+                       make_float2(xo[j / 2].x + acc[j], xo[j / 2].y + acc[j + 1]));
+        }
+#else
+    (void)E; (void)F; (void)a; (void)Xb; (void)Z_;
+    __trap(); /* the host launches it only where the sm_90a code was built (ECN_CUDA_SM90A) */
+#endif
+}
+
 /* ---- host side ----------------------------------------------------------------------------------- */
 
 bool wg_available()
@@ -315,6 +544,31 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     return true;
 }
 
+
+bool layer_wg_vjp(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
+                  const float *Z, float *Xb)
+{
+    const State &s = state();
+    const int F = lin->fin, C = 4 * (F / WG_BN);
+    if (!s.tf32 || !wg_available() || !rs->sin0_zero || E <= 0 || F <= 0 || lin->fout != F ||
+        rs->F != F || F > WV_FMAX || lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN ||
+        rs->G > TC_GMAX || !lin->w_t || lin->w_src || lin->w_tgt || rs->scale_src ||
+        rs->scale_tgt || rs->shift_src || rs->shift_tgt || !aligned16(Z) || !aligned16(Xb) ||
+        !aligned16(lin->w_t) || (E + WV_BM - 1) / WV_BM * C > INT_MAX)
+        return false;
+    TcArgs a;
+    a.w = (const float *)lin->w_t; /* the GEMM's B operand, K-major: w_t[m][i][o] */
+    a.bias = NULL;
+    a.rs = rs_args<float>(rs, NULL, NULL);
+    static std::atomic<int> known[9];
+    if (!tc_cluster_fits(known, (const void *)layer_wg_vjp_k<true, false>, WV_SMEM, C))
+        return false;
+    const bool silu = rs->act == ECENET_ACT_SILU, sym = rs->grid_sym && ecn_cuda_rs_sym_on();
+    auto k = silu ? (sym ? layer_wg_vjp_k<true, true> : layer_wg_vjp_k<true, false>)
+                  : (sym ? layer_wg_vjp_k<false, true> : layer_wg_vjp_k<false, false>);
+    tc_launch(k, WV_SMEM, WV_BM, C, E, F, a, Xb, const_cast<float *>(Z));
+    return true;
+}
 } // namespace ecn_cu
 
 extern "C" int ecn_cuda_layer_wg_available(void) { return ecn_cu::wg_available(); }

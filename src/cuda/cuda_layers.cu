@@ -478,6 +478,16 @@ static bool layer_tc(int64_t, const ecenet_linear_params *, const ecenet_realspa
 {
     return false; /* fp64: cuBLAS DGEMM + RealSpace */
 }
+static bool layer_tc_v(int64_t E, const ecenet_linear_params *lin,
+                       const ecenet_realspace_params *rs, const float *Z, float *Xbar)
+{
+    return layer_tc_vjp(E, lin, rs, Z, Xbar);
+}
+static bool layer_tc_v(int64_t, const ecenet_linear_params *, const ecenet_realspace_params *,
+                       const double *, double *)
+{
+    return false;
+}
 
 template <typename T>
 static void layer_fwd(int64_t E, const ecenet_linear_params *lin,
@@ -499,6 +509,8 @@ static void layer_vjp(int64_t E, const ecenet_linear_params *lin,
                       const ecenet_realspace_params *rs, ecenet_idx tsrc, ecenet_idx ttgt,
                       const void *Z, void *Xbar, void *tmp)
 {
+    if (layer_tc_v(E, lin, rs, (const T *)Z, (T *)Xbar))
+        return; /* one wgmma kernel (cuda_layer_wg.cu), no tmp */
     layer_rs_vjp<T>(E, rs, tsrc, ttgt, (const T *)Z, (const T *)Xbar, (T *)tmp);
     linear_vjp_run<T>(E, lin, tsrc, ttgt, tmp, Xbar, rs->sin0_zero);
 }

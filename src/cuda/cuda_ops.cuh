@@ -50,6 +50,10 @@ void layer_rs_vjp(int64_t E, const ecenet_realspace_params *rs, ecenet_idx tsrc,
  * does not apply */
 bool layer_tc_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
                   float *X, float *Z);
+/* the fused layer VJP, Xbar += Linearᵀ(RealSpace_vjp(Z, Xbar)), on wgmma
+ * (TF32, mode 4); false (nothing done) where it does not apply */
+bool layer_tc_vjp(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
+                  const float *Z, float *Xb);
 /* Xbar += Ybar·W (every slot; not the per-type corrections) in split TF32 */
 bool lin_tc_vjp(int64_t E, const ecenet_linear_params *p, const float *Yb, float *Xb);
 /* cuda_linear_frame.cu: the first layer's linear (frame_nl) on the edge

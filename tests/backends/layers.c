@@ -270,8 +270,9 @@ void test_layers(tctx *c, setup *u)
     const size_t XE = (size_t)Q * 2 * F;
     char op[96];
     /* cuda: the tensor-core kernels (cuda_layer_tc.cu) are tested with them off
-     * (tc = 0), on (tc = 2: mma.sync, split TF32 for strict fp32) and with
-     * the wgmma forward (tc = 3), and must really run where they apply */
+     * (tc = 0), on (tc = 2: mma.sync, split TF32 for strict fp32), with the
+     * wgmma forward (tc = 3) and the wgmma layer VJP (tc = 4), and must
+     * really run where they apply */
 #ifdef ECENET_HAVE_CUDA
     const int is_cuda = !strcmp(be->name, "cuda");
     const int split = is_cuda && be->real_size == 4 && !ecn_cuda_tf32(); /* split TF32 */
@@ -505,7 +506,7 @@ void test_layers(tctx *c, setup *u)
      * sin(0·θ) = 0 and a zero sin m = 0 input slot), which lets cuda skip
      * that slot, and grid_sym, which lets omp and cuda fold the grid */
     if (be->layer_fwd || be->layer_vjp)
-        for (int tc = 0; tc <= (is_cuda ? 3 : 0); tc += tc ? 1 : 2)
+        for (int tc = 0; tc <= (is_cuda ? 4 : 0); tc += tc ? 1 : 2)
         for (int variant = 0; variant < 3; variant++)
         for (int mode = 0; mode < 4; mode++) {
             if (variant == 2 && (mode == 1 || mode == 2))
@@ -520,15 +521,20 @@ void test_layers(tctx *c, setup *u)
                      rp.d.grid_sym ? " (grid_sym)" : "", tc);
             tens X = features(c, E, Q, F, variant != 2);
             const int tc_old = tc_set(is_cuda, tc);
-            int tc_fits = tc && be->real_size == 4 && Q == 4 && F % 64 == 0 && E > 0;
+            const int tc_fits = tc && be->real_size == 4 && Q == 4 && F % 64 == 0 && E > 0;
+            int tc_fwd = tc <= 2 && tc_fits && !corr, tc_vjp = tc == 2 && tc_fits && split;
 #ifdef ECENET_HAVE_CUDA
-            if (tc == 3) /* wgmma: TF32 on sin0_zero layers, where built and on sm_90;
-                          * one CTA per m and 128 features, clusters of 4·F/128 <= 8 */
-                tc_fits = tc_fits && !split && s0z && ecn_cuda_layer_wg_available() &&
-                          F % 128 == 0 && F <= 256;
+            if (tc >= 3) { /* wgmma: TF32 on sin0_zero layers, where built and on sm_90;
+                            * one CTA per m and 128 features, clusters of 4·F/128 <= 8;
+                            * no per-type terms; mode 3 the forward, 4 the VJP (on
+                            * the transposed weights) */
+                const int wg = tc_fits && !corr && !split && s0z &&
+                               ecn_cuda_layer_wg_available() && F % 128 == 0 && F <= 256;
+                tc_fwd = tc == 3 && wg;
+                tc_vjp = tc == 4 && wg && lp.d.w_t != NULL;
+            }
 #endif
-            layer_check(c, u, &lp, &rp, &X, variant == 0, op, is_cuda, tc_fits && !corr,
-                        tc == 2 && tc_fits && split);
+            layer_check(c, u, &lp, &rp, &X, variant == 0, op, is_cuda, tc_fwd, tc_vjp);
             tc_set(is_cuda, tc_old);
             t_release(c, m0);
         }
