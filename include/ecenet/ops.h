@@ -104,8 +104,8 @@ typedef struct {
      * m = 0 outputs are zero, and the inputs of the fused layer entries hold
      * zeros there (true in every model: the engine sets it from the tables).
      * The fused layer entries may then skip the slot: layer_fwd still writes
-     * Z's as zero and leaves X's unchanged, layer_vjp writes tmp's as zero
-     * and leaves Xbar's unchanged. realspace_vjp may skip reading its inputs'
+     * Z's as zero and leaves X's unchanged, layer_vjp leaves Xbar's unchanged
+     * (and tmp's, scratch, zero or untouched). realspace_vjp may skip reading its inputs'
      * sin m = 0 slot (it meets only zero table entries: the same result for
      * finite inputs) and, when accumulating, leave that output slot (+= 0)
      * unchanged. 0: no assumption (ref and omp compute every slot either

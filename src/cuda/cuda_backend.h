@@ -72,7 +72,8 @@ void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E, const ecenet_real
 
 /* The tensor-core layer kernels (cuda_layer_tc.cu, cuda_layer_wg.cu): the
  * fused layer forward (one GEMM kernel with the RealSpace + residual
- * epilogue) and, in split TF32, the linear VJP GEMM. mode: 0 off (cuBLAS
+ * epilogue), in split TF32 the linear VJP GEMM, and on wgmma the fused
+ * layer VJP (the RealSpace VJP feeding the GEMM in one kernel). mode: 0 off (cuBLAS
  * GEMMs and the RealSpace kernel); 1 the fused forward on mma.sync for
  * fp32 with TF32; 2 also strict fp32 through split TF32 (three MMAs per
  * product, near fp32 but measurably less accurate than SGEMM: fused
@@ -80,7 +81,8 @@ void ecn_cuda_rs_layer_kernels(int prec, int which, int64_t E, const ecenet_real
  * fused forward on wgmma (cuda_layer_wg.cu) for fp32 with TF32 on
  * sin0_zero layers with F = 128 or 256, where ecn_cuda_layer_wg_available
  * (otherwise as 0); 4 the fused layer VJP on wgmma, on the same layers
- * (the forward as 0). fp64 never uses them. Default: env ECENET_LAYER_TC
+ * given the transposed weights (ecenet_linear_params.w_t, which the engine
+ * uploads for cuda) (the forward as 0). fp64 never uses them. Default: env ECENET_LAYER_TC
  * (0-4; read once), else ECN_CUDA_LAYER_TC_DEFAULT = 0: on the H200 and
  * H100 they are slower than cuBLAS + RealSpace (doc/performance.md), so
  * they are opt-in until they win. Returns the previous mode. */
@@ -89,8 +91,9 @@ int ecn_cuda_set_layer_tc(int mode);
 /* how many times the tensor-core layer kernel was launched (tests check
  * that the path they mean to test really ran) */
 unsigned long long ecn_cuda_layer_tc_launches(void);
-/* whether mode 3's wgmma kernel can run here: built for sm_90a (configure's
- * sm_90) and on a compute capability 9.0 GPU */
+/* whether the wgmma kernels of modes 3 and 4 can run here: built for
+ * sm_90a (configure's sm_90) and on a compute capability 9.0 GPU (each
+ * also checks its own shared memory and cluster when launched) */
 int ecn_cuda_layer_wg_available(void);
 
 /* Staging of the bond-frame map kernels (cuda_frame.cu: edge frame, pack-

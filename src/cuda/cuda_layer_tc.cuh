@@ -1,6 +1,6 @@
 /* Shared by the fused tensor-core layer kernels (SPEC §10-§12):
  * cuda_layer_tc.cu (mma.sync: ECENET_LAYER_TC modes 1 and 2, and the
- * dispatch of every mode) and cuda_layer_wg.cu (wgmma: mode 3). The kernel
+ * dispatch of every mode) and cuda_layer_wg.cu (wgmma: modes 3 and 4). The kernel
  * arguments, the TF32 and vector helpers, the epilogue of one edge and
  * four features (the same operations as the RealSpace kernels), and the
  * launch of a grid of thread-block clusters. */
@@ -160,9 +160,10 @@ static void tc_launch(K kern, size_t smem, int BM, int C, int64_t E, int F, cons
     CU_CHECK(cudaLaunchKernelEx(&cfg, kern, E, F, a, X, Z));
 }
 
-/* cuda_layer_wg.cu: whether its kernel can run here (built for sm_90a, a
- * compute capability 9.0 GPU); the fused TF32 layer forward on it, false
- * (nothing done) where it does not apply */
+/* cuda_layer_wg.cu: whether its kernels can run here (built for sm_90a, a
+ * compute capability 9.0 GPU); the fused TF32 layer forward (mode 3) and
+ * layer VJP (mode 4, on lin->w_t) on wgmma, false (nothing done) where
+ * they do not apply */
 bool wg_available();
 bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
                   float *X, float *Z);

@@ -25,7 +25,8 @@
  * matrix is 128 contiguous bytes; an R-row × 16-k tile is [k/4][row/8] of
  * them, so cores adjacent in rows are 128 B apart (the descriptor's stride
  * byte offset) and in k 16R + 64 B (its leading byte offset; 64 B of
- * padding after each k chunk keeps the copies free of bank conflicts), as
+ * padding after each k chunk keeps the copies free of bank conflicts; the
+ * VJP's Zbar operand has 32 B, for its own stores), as
  * the PTX ISA defines them (tools/device/wgmma_probe.cu checked both fields
  * on the device). The K loop goes through registers (ld.global.cg, round,
  * st.shared): cp.async moved 32 L2 sectors and 32 shared wavefronts per
@@ -312,6 +313,7 @@ constexpr size_t WV_SMEM = (size_t)(WV_MAIN + 4 * TC_Q * TC_GMAX) * sizeof(float
 constexpr int WV_ITEMS = WV_BM * WV_FS / 2 / TC_THREADS; /* 2-feature items a thread */
 static_assert(WV_ITEMS * TC_THREADS * 2 == WV_BM * WV_FS, "whole items per thread");
 static_assert(4 * WV_FS == WG_BN, "the 4·F/128 ranks of a cluster cover F in 32-feature slices");
+static_assert(WV_SMEM <= 227 * 1024, "one CTA's shared memory on sm_90");
 
 #ifdef ECN_WGMMA
 /* one 16-k tile of W_m (rows n0.., k0..) in registers / into the tile at st */
@@ -531,8 +533,8 @@ bool layer_wg_vjp(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
 {
     const State &s = state();
     const int F = lin->fin, C = 4 * (F / WG_BN);
-    if (!s.tf32 || !wg_available() || !rs->sin0_zero || E <= 0 || F <= 0 || lin->fout != F ||
-        rs->F != F || F > WV_FMAX || lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN ||
+    if (!s.tf32 || !wg_available() || s.smem_optin < WV_SMEM || !rs->sin0_zero || E <= 0 ||
+        F <= 0 || lin->fout != F || rs->F != F || F > WV_FMAX || lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN ||
         rs->G > TC_GMAX || !lin->w_t || lin->w_src || lin->w_tgt || rs->scale_src ||
         rs->scale_tgt || rs->shift_src || rs->shift_tgt || !aligned16(Z) || !aligned16(Xb) ||
         !aligned16(lin->w_t) || (E + WV_BM - 1) / WV_BM * C > INT_MAX)

@@ -2,7 +2,8 @@
  * launch configuration, and the RealSpace halves of the fused layer entries
  * (layer_fwd, layer_vjp in cuda_layers.cu); mirrors ref_realspace_fwd and
  * ref_realspace_vjp (ref_layers.c). The device helpers it shares with the
- * tensor-core layer (cuda_layer_tc.cu) are in cuda_realspace.cuh.
+ * tensor-core layers (cuda_layer_tc.cu's epilogue, cuda_layer_wg.cu's
+ * fused VJP) are in cuda_realspace.cuh.
  *
  * A thread per row, consecutive threads on consecutive rows (coalesced); a
  * row is one edge's V consecutive channels, V = 16/sizeof(T) (4 floats, 2

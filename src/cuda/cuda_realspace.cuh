@@ -1,7 +1,7 @@
 /* RealSpace (SPEC §11) device helpers shared by the RealSpace kernels
- * (cuda_realspace.cu) and the fused tensor-core layers (cuda_layer_tc.cuh):
- * the kernel arguments, the θ tables in shared memory, the activation and
- * the per-edge affine. */
+ * (cuda_realspace.cu) and the fused tensor-core layers (cuda_layer_tc.cuh,
+ * cuda_layer_wg.cu): the kernel arguments, the θ tables in shared memory,
+ * the activation, the per-edge affine and the forward and VJP grids. */
 #ifndef ECN_CUDA_REALSPACE_CUH
 #define ECN_CUDA_REALSPACE_CUH
 
