@@ -362,13 +362,13 @@ static int tc_mode_v;
 static std::once_flag tc_once;
 static std::atomic<unsigned long long> tc_launches; /* several contexts may run at once */
 
-/* a requested mode into 0..4 (cuda_backend.h) */
-static int tc_clamp(long m) { return m <= 0 ? 0 : m >= 4 ? 4 : (int)m; }
+constexpr int TC_MODE_MAX = 4; /* modes 0..4 (cuda_backend.h) */
+static int tc_clamp(long m) { return m <= 0 ? 0 : m >= TC_MODE_MAX ? TC_MODE_MAX : (int)m; }
 
 static int &tc_mode()
 {
     std::call_once(tc_once, [] {
-        tc_mode_v = ecn_env_int("ECENET_LAYER_TC", ECN_CUDA_LAYER_TC_DEFAULT, 0, 4);
+        tc_mode_v = ecn_env_int("ECENET_LAYER_TC", ECN_CUDA_LAYER_TC_DEFAULT, 0, TC_MODE_MAX);
     });
     return tc_mode_v;
 }

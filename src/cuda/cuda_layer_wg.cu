@@ -403,10 +403,8 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
             }
         }
 #pragma unroll
-        for (int v = 0; v < 2; v++) {
-            scale[v] = a.rs.scale ? a.rs.scale[f + v] : 1.0f;
-            shift[v] = a.rs.shift ? a.rs.shift[f + v] : 0.0f;
-        }
+        for (int v = 0; v < 2; v++)
+            rs_affine(a.rs, e, f + v, scale[v], shift[v]);
         if (SYM)
             rs_vjp_sym_v<float, TC_Q, 2, 2, SILU, true>(tab, a.rs.G, a.rs.act, 0, xc, xs, bc, bs,
                                                         scale, shift, gc, gs);
@@ -502,16 +500,28 @@ bool wg_available()
 #endif
 }
 
+/* The layers both wgmma kernels take: TF32, sin0_zero, F = 128 or 256 (a
+ * cluster of 4·F/128 <= 8 CTAs per row tile of bm edges), Q = 4, a grid
+ * the tables hold, no per-type terms, smem bytes of shared memory per CTA.
+ * Returns the cluster size, 0 where the layer is not one of them. */
+static int wg_cluster(int64_t E, const ecenet_linear_params *lin,
+                      const ecenet_realspace_params *rs, int bm, size_t smem)
+{
+    const State &s = state();
+    const int F = lin->fin, C = 4 * (F / WG_BN);
+    if (!s.tf32 || !wg_available() || s.smem_optin < smem || !rs->sin0_zero || E <= 0 ||
+        F <= 0 || lin->fout != F || rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN ||
+        C > 8 || rs->G > TC_GMAX || lin->w_src || lin->w_tgt || rs->scale_src || rs->scale_tgt ||
+        rs->shift_src || rs->shift_tgt || (E + bm - 1) / bm * C > INT_MAX)
+        return 0;
+    return C;
+}
+
 bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
                   float *X, float *Z)
 {
-    const State &s = state();
-    const int F = lin->fin, C = 4 * (F / WG_BN); /* clusters of 4·F/128 <= 8 */
-    if (!s.tf32 || !wg_available() || !rs->sin0_zero || E <= 0 || F <= 0 || lin->fout != F ||
-        rs->F != F || lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN || C > 8 || rs->G > TC_GMAX ||
-        lin->w_src || lin->w_tgt || rs->scale_src || rs->scale_tgt || rs->shift_src ||
-        rs->shift_tgt || !aligned16(X) || !aligned16(Z) || !aligned16(lin->w) ||
-        (E + WG_BM - 1) / WG_BM * C > INT_MAX)
+    const int F = lin->fin, C = wg_cluster(E, lin, rs, WG_BM, WG_SMEM);
+    if (!C || !aligned16(X) || !aligned16(Z) || !aligned16(lin->w))
         return false;
     TcArgs a;
     if (!tc_args(lin, rs, a))
@@ -527,17 +537,12 @@ bool layer_wg_fwd(int64_t E, const ecenet_linear_params *lin, const ecenet_reals
     return true;
 }
 
-
 bool layer_wg_vjp(int64_t E, const ecenet_linear_params *lin, const ecenet_realspace_params *rs,
                   const float *Z, float *Xb)
 {
-    const State &s = state();
-    const int F = lin->fin, C = 4 * (F / WG_BN);
-    if (!s.tf32 || !wg_available() || s.smem_optin < WV_SMEM || !rs->sin0_zero || E <= 0 ||
-        F <= 0 || lin->fout != F || rs->F != F || F > WV_FMAX || lin->Q != TC_Q || rs->Q != TC_Q || F % WG_BN ||
-        rs->G > TC_GMAX || !lin->w_t || lin->w_src || lin->w_tgt || rs->scale_src ||
-        rs->scale_tgt || rs->shift_src || rs->shift_tgt || !aligned16(Z) || !aligned16(Xb) ||
-        !aligned16(lin->w_t) || (E + WV_BM - 1) / WV_BM * C > INT_MAX)
+    const int F = lin->fin, C = wg_cluster(E, lin, rs, WV_BM, WV_SMEM);
+    if (!C || F > WV_FMAX || !lin->w_t || !aligned16(Z) || !aligned16(Xb) ||
+        !aligned16(lin->w_t))
         return false;
     TcArgs a;
     a.w = (const float *)lin->w_t; /* the GEMM's B operand, K-major: w_t[m][i][o] */
