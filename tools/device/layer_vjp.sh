@@ -7,6 +7,8 @@
 # cuda:f32+tf32 (they run modes 0, 2, 3 and 4 themselves and count the
 # launches); memcheck and determinism in mode 4; the new kernel's ncu
 # sections; the per-op profile in modes 0 and 4. Logs: $OUT/layer_vjp.tgz.
+# QUICK=1 (a call with little device time left): one bench alternation, no
+# determinism, ncu sections nor profile.
 #   bash tools/device/layer_vjp.sh      (on the device, after pack.sh here)
 source "$(dirname "$0")/env.sh"
 cd $B; T0=$SECONDS; R=$(dirname $B); L=/tmp/lvjp; rm -rf $L; mkdir -p $L
@@ -19,7 +21,7 @@ cases() { # ROW CASE LOG [ENV...]
 sec "check_cuda"; timeout 60 ./check_cuda > $L/check_cuda.log 2>&1; echo "rc=$?"; tail -1 $L/check_cuda.log
 sec "golden cuda:f32+tf32 TC=4"; cases cuda:f32+tf32 golden golden4.log ECENET_LAYER_TC=4
 sec "bench TC 0 / 4 alternated twice"
-for rep in 1 2; do for t in 0 4; do
+for rep in $([[ -n $QUICK ]] && echo 1 || echo 1 2); do for t in 0 4; do
   ECENET_LAYER_TC=$t timeout 40 ./ecenet bench --config bench --diamond 4 --backend cuda:f64+nlist,cuda:tf32+nlist --n-warmup 3 --n-time 10 2>&1 | grep -E "^cuda|rror" | sed "s/^/TC=$t | /"
 done; done
 sec "ncu durations TC=4"
@@ -35,6 +37,7 @@ grep -E "layers" $L/ops.log | head -3
 sec "memcheck TC=4"
 ECENET_LAYER_TC=4 timeout 60 compute-sanitizer --tool memcheck --print-limit 20 ./ecenet bench --diamond 2 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $L/mc4.log 2>&1
 echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid" $L/mc4.log | head -3
+[[ -n $QUICK ]] && { sec "done (QUICK)"; exit 0; }
 sec "determinism cuda:f32+tf32 TC=4"; cases cuda:f32+tf32 determinism det4.log ECENET_LAYER_TC=4
 sec "ncu sections of layer_wg_vjp_k"
 ECENET_LAYER_TC=4 timeout 100 ncu --clock-control none -k regex:layer_wg_vjp -c 1 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis ./ecenet bench --config bench --diamond 4 --backend cuda:tf32+nlist --n-warmup 0 --n-time 1 > $L/ncu_vjp.txt 2>&1; echo "rc=$?"
