@@ -40,7 +40,10 @@ typedef enum {
     ECENET_ERR_INPUT = 4,       /* the structure is invalid (unknown element, coincident atoms, ...) */
     ECENET_ERR_NOMEM = 5,       /* an allocation failed */
     ECENET_ERR_BACKEND = 6,     /* the backend is not compiled in or failed */
-    ECENET_ERR_UNSUPPORTED = 7  /* a valid request this build cannot serve */
+    ECENET_ERR_UNSUPPORTED = 7, /* a valid request this build cannot serve */
+    ECENET_ERR_NONFINITE = 8    /* the energy, a force or the stress came out NaN
+                                   or infinite (atoms closer than the precision
+                                   resolves, extreme parameters); nothing written */
 } ecenet_status;
 
 typedef enum { ECENET_F64 = 0, ECENET_F32 = 1 } ecenet_precision;

@@ -39,6 +39,7 @@ const char *ecenet_status_string(ecenet_status s)
     case ECENET_ERR_NOMEM: return "out of memory";
     case ECENET_ERR_BACKEND: return "backend error";
     case ECENET_ERR_UNSUPPORTED: return "unsupported";
+    case ECENET_ERR_NONFINITE: return "non-finite result";
     }
     return "unknown status";
 }
@@ -201,6 +202,47 @@ static ecenet_status check_args(ecenet_ctx *ctx, const ecenet_system *s, const e
     return ECENET_OK;
 }
 
+/* A NaN or an infinity fails the compute before any output is written,
+ * naming the first one: an MD code would otherwise integrate it. (fp32
+ * cannot tell apart atoms closer than its resolution at their coordinates,
+ * though the fp64 coincidence check passed; a model with extreme parameters
+ * overflows.) The energy is checked even when not asked for: forces of a
+ * non-finite energy mean nothing. */
+static ecenet_status check_finite(ecenet_ctx *ctx, const ecenet_system *s, double energy,
+                                  const double *grad, const double *virial, const double *per_edge,
+                                  const ecn_graph *g)
+{
+    static const char *const dir = "xyz";
+    if (!isfinite(energy))
+        return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_NONFINITE,
+                        "the energy is not finite (%g); no output written", energy);
+    if (grad)
+        for (size_t k = 0; k < 3 * s->n_atoms; k++)
+            if (!isfinite(grad[k])) {
+                const char *sym = ecenet_element_symbol(s->numbers[k / 3]);
+                return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_NONFINITE,
+                                "the force on atom %zu (%s), component %c, is not finite (%g); no "
+                                "output written",
+                                k / 3, sym ? sym : "?", dir[k % 3], -grad[k]);
+            }
+    if (virial)
+        for (int k = 0; k < 9; k++)
+            if (!isfinite(virial[k]))
+                return ecn_fail(
+                    ctx->err, ERR_LEN, ECENET_ERR_NONFINITE,
+                    "the stress (dE/dstrain %c%c) is not finite (%g); no output written",
+                    dir[k / 3], dir[k % 3], virial[k]);
+    if (per_edge)
+        for (int64_t e = 0; e < g->edges.n; e++)
+            if (!isfinite(per_edge[e]))
+                return ecn_fail(
+                    ctx->err, ERR_LEN, ECENET_ERR_NONFINITE,
+                    "the energy of the edge from atom %d to atom %d is not finite (%g); "
+                    "no output written",
+                    (int)g->edges.src[e], (int)g->edges.dst[e], per_edge[e]);
+    return ECENET_OK;
+}
+
 ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecenet_outputs *o)
 {
     if (!ctx)
@@ -261,14 +303,19 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
             }
         }
     }
+    /* model units -> eV (SPEC §14.3) */
+    const double u = m->unit;
+    double energy = 0.0;
     if (st == ECENET_OK) {
-        /* model units -> eV (SPEC §14.3) */
-        const double u = m->unit;
         double eref = 0.0;
         for (size_t i = 0; i < n; i++)
             eref += m->e_ref[types[i]];
+        energy = u * so.energy + u * m->energy_mean + eref;
+        st = check_finite(ctx, s, energy, so.grad, so.virial, per_edge, g);
+    }
+    if (st == ECENET_OK) {
         if (o->energy)
-            *o->energy = u * so.energy + u * m->energy_mean + eref;
+            *o->energy = energy;
         if (o->forces)
             for (size_t k = 0; k < 3 * n; k++)
                 o->forces[k] = -u * grad[k];

@@ -137,6 +137,17 @@ START_TEST(test_bad_input)
         expect_fail(ctx, NULL, &o, &b, ECENET_ERR_ARGUMENT, ECENET_ERR_ARGUMENT, "NULL system", p);
         expect_fail(ctx, &sys, NULL, &b, ECENET_ERR_ARGUMENT, ECENET_ERR_ARGUMENT, "NULL outputs", p);
     }
+    {
+        /* a model whose weights overflow the readout: the energy comes out
+         * infinite or NaN, which must fail rather than reach the caller */
+        static const char *const p[] = {"not finite", "no output written", NULL};
+        ecenet_model *mbig = tu_random_model(&c, Z_HCO, 8002, 1e200);
+        ecenet_ctx *cbig = tu_ctx(mbig, "ref");
+        expect_fail(cbig, &sys, &o, &b, ECENET_ERR_NONFINITE, ECENET_ERR_NONFINITE,
+                    "overflowing model", p);
+        ecenet_ctx_free(cbig);
+        ecenet_model_free(mbig);
+    }
     /* the context still works after failures, and the message is cleared */
     ck_assert_msg(ecenet_compute(ctx, &sys, &o) == ECENET_OK, "%s", ecenet_ctx_error(ctx));
     ck_assert(isfinite(b.E) && b.E != SENTINEL);
