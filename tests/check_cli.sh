@@ -410,6 +410,15 @@ nve_error "tiny mass" "tinymass\.extxyz:5: mass '1e-300' is not a number in \[1e
 sed '5s/ 2\.5 0\.1 / 2.5 1e300 /' "$tmp/moving.extxyz" >"$tmp/hugep.extxyz"
 nve_error "huge momenta" "hugep\.extxyz: the momenta give a kinetic energy that is not finite" \
     "$tmp/hugep.extxyz"
+# the fp32 close pair of (b): the first step's compute fails, named with the step
+if ecenet nve --model "$eth_model" --backend omp --precision f32 --steps 1 "$tmp/closepair.extxyz" \
+    >/dev/null 2>"$tmp/err"; then
+    fail "nve: non-finite energy: exit status 0"
+elif grep -q "step 0 (t = 0 fs): the energy is not finite.*time step may be too large" "$tmp/err"; then
+    pass "nve: non-finite energy: $(cat "$tmp/err")"
+else
+    fail "nve: non-finite energy: $(cat "$tmp/err")"
+fi
 # a bad option is named with its value and the reason, for nve, bench and profile
 opt_error() { # CMD ARGS... ; the last is the expected message; exit status 2
     local want=${!#}

@@ -297,18 +297,12 @@ static int run(const nve_opts *o, ecenet_model *model, nve_sys *s, int have_v,
         const ecenet_status st = ecenet_compute(ctx, &sys, &out);
         t_wall += ecn_synth_now() - t0;
         if (st != ECENET_OK) {
-            fprintf(stderr, "ecenet nve: step %d (t = %g fs): %s\n", step, step * o->dt_fs,
-                    ecenet_ctx_error(ctx));
-            goto done;
-        }
-        int finite = isfinite(ep);
-        for (size_t q = 0; finite && q < 3 * n; q++)
-            finite = isfinite(s->f[q]);
-        if (!finite) {
-            fprintf(stderr,
-                    "ecenet nve: step %d (t = %g fs): the energy or a force is not finite (the "
-                    "time step may be too large, or atoms too close)\n",
-                    step, step * o->dt_fs);
+            /* a non-finite energy or force fails the compute (ECENET_ERR_NONFINITE) */
+            fprintf(stderr, "ecenet nve: step %d (t = %g fs): %s%s\n", step, step * o->dt_fs,
+                    ecenet_ctx_error(ctx),
+                    st == ECENET_ERR_NONFINITE
+                        ? " (the time step may be too large, or atoms too close)"
+                        : "");
             goto done;
         }
         if (step > 0)
