@@ -222,6 +222,28 @@ sed '1s/.*/nine/' "$eth" >"$tmp/badcount.extxyz"
 expect_error "bad atom count" "badcount\.extxyz:1:" \
     compute --model "$eth_model" "$tmp/badcount.extxyz"
 
+# --output naming the model file (a copy of it) is refused, the model intact
+cp "$eth_model" "$tmp/model_copy.safetensors"
+ecenet compute --model "$tmp/model_copy.safetensors" "$eth" -o "$tmp/model_copy.safetensors" \
+    >/dev/null 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "is the model file" "$tmp/err" &&
+    cmp -s "$eth_model" "$tmp/model_copy.safetensors"; then
+    pass "output naming the model file refused: $(head -n 1 "$tmp/err")"
+else
+    fail "output naming the model file: exit status $rc, $(head -n 1 "$tmp/err")"
+fi
+# an output that is a symbolic link is written through: the link stays
+rm -f "$tmp/target.extxyz" "$tmp/link.extxyz"
+: >"$tmp/target.extxyz"
+ln -s target.extxyz "$tmp/link.extxyz"
+if ecenet compute --model "$eth_model" "$eth" -o "$tmp/link.extxyz" 2>"$tmp/err" &&
+    [ -L "$tmp/link.extxyz" ] && [ -s "$tmp/target.extxyz" ]; then
+    pass "output through a symbolic link"
+else
+    fail "output through a symbolic link: $(cat "$tmp/err"); $(ls -l "$tmp/link.extxyz" "$tmp/target.extxyz")"
+fi
+
 # atom 2 moved to 1e-9 Å from atom 1: the fp64 coincidence check (1e-10 Å)
 # passes, fp32 rounds the distance to zero and the energy comes out NaN,
 # which must fail the frame rather than be written

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -242,6 +243,14 @@ static int cmd_compute(int argc, char **argv)
         return usage_error("compute", "missing the input file (extended XYZ)");
     if (output && !*output)
         return usage_error("compute", "--output: empty file name");
+    {
+        /* the output replaces its file: refuse to replace the model with it */
+        struct stat so, sm;
+        if (output && strcmp(output, "-") != 0 && stat(output, &so) == 0 &&
+            stat(model_path, &sm) == 0 && so.st_dev == sm.st_dev && so.st_ino == sm.st_ino)
+            return usage_error("compute", "--output '%s' is the model file '%s'", output,
+                               model_path);
+    }
     if (prec_s) {
         const char *why = ecn_cli_precision_why(prec_s, &precision);
         if (why)

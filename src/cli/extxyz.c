@@ -1,5 +1,5 @@
 /* Extended XYZ reader and writer (see extxyz.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 
 #include "extxyz.h"
 
@@ -918,8 +918,25 @@ static int write_all(FILE *fp, const exyz_file *file)
     return ferror(fp) ? -1 : 0;
 }
 
+static int write_at(const char *path, const exyz_file *file, char *err, size_t err_len);
+
 int exyz_write(const char *path, const exyz_file *file, char *err,
                size_t err_len)
+{
+    /* A symbolic link is written through: the new file replaces its
+     * target, not the link (a dangling link, which realpath cannot
+     * resolve, is replaced) */
+    struct stat sb;
+    char *resolved = NULL;
+    int rc;
+    if (path && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
+        resolved = realpath(path, NULL);
+    rc = write_at(resolved ? resolved : path, file, err, err_len);
+    free(resolved);
+    return rc;
+}
+
+static int write_at(const char *path, const exyz_file *file, char *err, size_t err_len)
 {
     char *tmp;
     int fd;
