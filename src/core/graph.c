@@ -728,6 +728,43 @@ static void nlist_from_search(const ecn_search *x, ecenet_nlist *s)
 
 /* ecn_graph_build / ecn_graph_rebuild into g (zeroed, or holding an earlier
  * graph); g is left to the callers on failure. reuse: keep spare capacity. */
+/* A cell far denser than matter (a Lattice in nm or bohr taken for Å, a
+ * nearly degenerate cell) would give every atom thousands of periodic
+ * images within the cutoff: minutes of search and a workspace of tens of
+ * GB before any result, which would be garbage. The mean number of atoms
+ * and images within rmax of an atom is about n times the images of one
+ * atom there (sphere volume over the cell volume; disc area over the cell
+ * area, or diameter over the length, along two or one periodic axes), so
+ * that count over the sphere's volume is the density an atom sees: refused
+ * above ECN_MAX_DENSITY (diamond, the densest solid in atoms per volume,
+ * has 0.18 atoms/Å^3; compressed hydrogen at 500 GPa under 1). */
+#define ECN_MAX_DENSITY 5.0
+static ecenet_status check_density(size_t n, const double frame[9], const int per[3],
+                                   double rmax, char *err, size_t err_len)
+{
+    const double pi = 3.14159265358979323846, sphere = 4.0 / 3.0 * pi * rmax * rmax * rmax;
+    int ax[3], np = 0, k;
+    double images, c[3];
+    for (k = 0; k < 3; k++)
+        if (per[k])
+            ax[np++] = k;
+    if (np == 3)
+        images = sphere / fabs(det3(frame));
+    else if (np == 2) {
+        cross3(&frame[3 * ax[0]], &frame[3 * ax[1]], c);
+        images = pi * rmax * rmax / norm3(c);
+    } else
+        images = 2.0 * rmax / norm3(&frame[3 * ax[0]]);
+    const double density = (double)n * images / sphere;
+    if (!(density <= ECN_MAX_DENSITY))
+        return ecn_fail(err, err_len, ECENET_ERR_INPUT,
+                        "the cell is far denser than matter: with its periodic images an atom "
+                        "would see %.3g atoms/Å^3 within the cutoff %g Å (about %.3g neighbours "
+                        "each; refused above %g atoms/Å^3, diamond has 0.18): is the lattice in Å?",
+                        density, rmax, density * sphere, ECN_MAX_DENSITY);
+    return ECENET_OK;
+}
+
 static ecenet_status build(size_t n_atoms, const double *pos, const double *cell, const int pbc[3],
                            double r_cut_edge, double r_cut_nb, ecn_graph *g, int reuse,
                            ecenet_nlist *setup, char *err, size_t err_len)
@@ -804,6 +841,8 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
                             pos[3 * i + 1], pos[3 * i + 2]);
 
     rmax = r_cut_edge > r_cut_nb ? r_cut_edge : r_cut_nb;
+    if (any_per && (st = check_density(n, frame, per, rmax, err, err_len)) != ECENET_OK)
+        return st;
     rsearch = (rmax > 2.0 * ECN_COINCIDE_DIST ? rmax : 2.0 * ECN_COINCIDE_DIST) *
               (1.0 + ECN_SEARCH_INFLATE);
     /* a skewed cell is searched in a reduced basis (see reduce_frame) */

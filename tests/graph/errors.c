@@ -91,6 +91,32 @@ START_TEST(test_errors)
             ecn_graph_free(&g);
         }
     }
+    /* cells far denser than matter (a lattice in nm taken for Å, a nearly
+     * degenerate cell): refused before the search, along 3, 2 and 1
+     * periodic axes; 10 atoms here */
+    {
+        double skew[9] = {10, 0, 0, 9.999, 0.001, 0, 0, 0, 10}; /* 0.1 Å^3: 100 atoms/Å^3 */
+        double nm[9] = {0.5, 0, 0, 0, 0.5, 0, 0, 0, 0.5};       /* 5 Å in nm: 80 atoms/Å^3 */
+        double flat[9] = {0.3, 0, 0, 0, 0.3, 0, 0, 0, 0};       /* 0.09 Å^2 of area */
+        double wire[9] = {0.01, 0, 0, 0, 0, 0, 0, 0, 0};        /* 0.01 Å of length */
+        int pbc_xy[3] = {1, 1, 0}, pbc_x[3] = {1, 0, 0};
+        expect_error(n, p, skew, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "far denser than matter");
+        expect_error(n, p, nm, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "is the lattice in Å?");
+        /* 10 · π·5² / 0.09 images over the sphere: 16.7 atoms/Å^3 */
+        expect_error(n, p, flat, pbc_xy, 5.0, 4.0, ECENET_ERR_INPUT, "far denser than matter");
+        /* 10 · 2·5 / 0.01 over the sphere: 19.1 atoms/Å^3 */
+        expect_error(n, p, wire, pbc_x, 5.0, 4.0, ECENET_ERR_INPUT, "far denser than matter");
+        /* twice diamond's density is searched: 2 atoms in a 0.18 · 2 per Å^3 cube */
+        {
+            const double a = cbrt(2.0 / 0.36);
+            double dense[9] = {a, 0, 0, 0, a, 0, 0, 0, a};
+            double q[6] = {0, 0, 0, 0.5 * a, 0.5 * a, 0.5 * a};
+            ecn_graph g;
+            ck_assert_int_eq(ecn_graph_build(2, q, dense, PBC_ALL, 5.0, 4.0, &g, NULL, 0), ECENET_OK);
+            ck_assert(g.edges.n > 0);
+            ecn_graph_free(&g);
+        }
+    }
     /* bad cutoffs and arguments */
     expect_error(n, p, cell, PBC_ALL, 0.0, 4.0, ECENET_ERR_ARGUMENT, "cutoff");
     expect_error(n, p, cell, PBC_ALL, 5.0, -1.0, ECENET_ERR_ARGUMENT, "cutoff");
