@@ -194,6 +194,10 @@ sed '4s/^\([A-Za-z]*\) [^ ]*/\1 1.5x/' "$eth" >"$tmp/badnumber.extxyz"
 expect_error "bad number" "badnumber\.extxyz:4:.*1\.5x" \
     compute --model "$eth_model" "$tmp/badnumber.extxyz"
 
+sed '4s/^\([A-Za-z]*\) [^ ]*/\1 0x10/' "$eth" >"$tmp/hexnumber.extxyz"
+expect_error "hexadecimal number" "hexnumber\.extxyz:4:.*0x10" \
+    compute --model "$eth_model" "$tmp/hexnumber.extxyz"
+
 sed '5s/^[A-Za-z]*/Xq/' "$eth" >"$tmp/badelement.extxyz"
 expect_error "unknown element" "badelement\.extxyz:5:.*Xq" \
     compute --model "$eth_model" "$tmp/badelement.extxyz"
@@ -460,6 +464,17 @@ opt_error bench --n-time 0 "bench: --n-time '0' is not an integer in [1, 64]"
 opt_error bench --frobnicate 1 "bench: --frobnicate is not an option"
 opt_error profile --config small --precision f16 "profile: --precision 'f16' is neither f64 nor f32"
 opt_error profile --config small --json "profile: --json needs a value"
+opt_error bench --config small --diamond 1 --backend , "bench: --backend ',' names no backend"
+# standard output that cannot be written is an error, not a silent success
+if [ -w /dev/full ]; then
+    ecenet --version >/dev/full 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "write error on standard output" "$tmp/err"; then
+        pass "--version to a full device: $(cat "$tmp/err")"
+    else
+        fail "--version to a full device: exit status $rc, $(cat "$tmp/err")"
+    fi
+fi
 
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]

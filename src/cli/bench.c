@@ -172,8 +172,10 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
 {
     const ecenet_backend *be = ecn_backend_get(row->name, row->prec);
     if (!be) {
-        snprintf(row->err, sizeof row->err, "backend '%.31s' (%s) is not compiled in", row->name,
-                 row->prec == ECENET_F64 ? "f64" : "f32");
+        char why[256];
+        ecn_backend_why(row->name, row->prec, why, sizeof why);
+        snprintf(row->err, sizeof row->err, "backend '%.31s' (%s) %s", row->name,
+                 row->prec == ECENET_F64 ? "f64" : "f32", why);
         return;
     }
     ecn_engine *eng = NULL;
@@ -335,7 +337,13 @@ int ecn_cmd_bench(int argc, char **argv)
         const char *names = ecn_backend_names();
         snprintf(buf, sizeof buf, "%s", names);
     }
-    for (char *tok = strtok(buf, ","); tok && nrows < 16; tok = strtok(NULL, ",")) {
+    if (list && strlen(list) >= sizeof buf) {
+        fprintf(stderr, "ecenet bench: --backend list longer than %zu characters\n",
+                sizeof buf - 1);
+        rc = 2;
+        goto done;
+    }
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         char *plus = strchr(tok, '+'), *mode = plus ? plus + 1 : NULL;
         int lowmem = 0, tf32 = 0, nl = 0;
         if (plus)
@@ -376,9 +384,14 @@ int ecn_cmd_bench(int argc, char **argv)
         } else if (list) {
             np = 1; /* a named backend without precision: f64 */
         }
-        for (int q = 0; q < np && nrows < 16; q++) {
+        for (int q = 0; q < np; q++) {
             if (!list && !ecn_backend_get(tok, precs[q]))
                 continue;
+            if (nrows == (int)(sizeof rows / sizeof rows[0])) {
+                fprintf(stderr, "ecenet bench: --backend names more than %d rows\n", nrows);
+                rc = 2;
+                goto done;
+            }
             memset(&rows[nrows], 0, sizeof rows[nrows]);
             snprintf(rows[nrows].name, sizeof rows[nrows].name, "%s", tok);
             rows[nrows].prec = precs[q];
@@ -389,6 +402,11 @@ int ecn_cmd_bench(int argc, char **argv)
         }
     }
 
+    if (nrows == 0) {
+        fprintf(stderr, "ecenet bench: --backend '%s' names no backend\n", list ? list : "");
+        rc = 2;
+        goto done;
+    }
     const ecn_config *c = &m->cfg;
     printf("ecenet bench: model %s (l_max %d, m_max %d, embed_dim %d, F %d, n_layers %d, "
            "n_mp %d)\n",
@@ -407,6 +425,7 @@ int ecn_cmd_bench(int argc, char **argv)
     printf("%-8s %-11s %12s %12s %10s %10s %10s %12s %8s %8s %11s %11s\n", "backend", "prec",
            "forward[s]", "joint[s]", "ns/edge", "params[MB]", "work[MB]", "fwd work[MB]", "x fwd",
            "x joint", "dE/E 1st", "dF/Fmax 1st");
+    int failed = 0;
     for (int k = 0; k < nrows; k++) {
         bench_row *r = &rows[k];
         run_one(r, m, &g, n, pos, cell, types, n_warmup, n_time, chunk, k == 0 ? f0 : forces);
@@ -415,6 +434,7 @@ int ecn_cmd_bench(int argc, char **argv)
                  r->lowmem ? "+lowmem" : "", r->nl == 1 ? "+nlist" : r->nl == 2 ? "+hostnl" : "");
         if (!r->ok) {
             printf("%-8s %-11s  failed: %s\n", r->name, pn, r->err);
+            failed++;
             continue;
         }
         /* agreement with the first row: a sanity check of every timed result */
@@ -438,6 +458,10 @@ int ecn_cmd_bench(int argc, char **argv)
         printf("\npeak resident memory of the process: %.1f MiB\n", ru.ru_maxrss / 1024.0);
     printf("x = speed-up relative to the first row (higher is faster)\n");
     rc = 0;
+    if (failed) { /* the table is complete; the status says it is not all there */
+        fprintf(stderr, "ecenet bench: %d of %d rows failed\n", failed, nrows);
+        rc = 1;
+    }
 done:
     ecn_graph_free(&g);
     free(types);

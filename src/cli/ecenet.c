@@ -15,12 +15,13 @@
 
 #include <ecenet.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define EXIT_USAGE 2
@@ -438,6 +439,19 @@ static void print_version(void)
     printf("ABI %d, backends: %s\n", ecenet_abi_version(), ecenet_backends());
 }
 
+/* Every command's standard output must have reached its file: a full disk
+ * or a closed pipe is an error (status 1), not a silent success. */
+static int stdout_checked(int rc)
+{
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "ecenet: write error on standard output: %s\n",
+                strerror(errno ? errno : EIO));
+        return 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const command *c;
@@ -447,16 +461,16 @@ int main(int argc, char **argv)
     }
     if (is_help(argv[1])) {
         print_main_usage(stdout);
-        return 0;
+        return stdout_checked(0);
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
         print_version();
-        return 0;
+        return stdout_checked(0);
     }
     if (argv[1][0] == '-')
         return usage_error(NULL, "unknown option '%s'", argv[1]);
     c = find_command(argv[1]);
     if (!c)
         return usage_error(NULL, "unknown command '%s'", argv[1]);
-    return c->run(argc - 1, argv + 1);
+    return stdout_checked(c->run(argc - 1, argv + 1));
 }

@@ -60,6 +60,10 @@ static int parse_double(const char *tok, double *out)
     double v;
     if (*tok == '\0')
         return -1;
+    /* decimal only: strtod would also take hexadecimal ("0x10" = 16), which
+     * no other extended XYZ reader does */
+    if (strpbrk(tok, "xX"))
+        return -1;
     errno = 0;
     v = strtod(tok, &end);
     if (end == tok || *end != '\0')

@@ -60,15 +60,18 @@ ecenet_status ecenet_ctx_create(const ecenet_model *model, const char *backend,
     if (precision != ECENET_F64 && precision != ECENET_F32)
         return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "unknown precision %d", (int)precision);
     const ecenet_backend *be = ecn_backend_get(backend, (int)precision);
-    if (!be)
-        return ecn_fail(err, err_len, ECENET_ERR_BACKEND,
-                        "backend '%s' with precision %s is not available in this build "
-                        "(compiled backends: %s; ref is fp64 only)",
-                        backend, precision == ECENET_F64 ? "f64" : "f32", ecn_backend_names());
+    if (!be) {
+        char why[512];
+        ecn_backend_why(backend, (int)precision, why, sizeof why);
+        return ecn_fail(err, err_len, ECENET_ERR_BACKEND, "backend '%s' with precision %s %s",
+                        backend, precision == ECENET_F64 ? "f64" : "f32", why);
+    }
     for (int k = 0; k <= model->mlp.n_layers; k++)
         if (model->mlp.dims[k] > 4096)
             return ecn_fail(err, err_len, ECENET_ERR_UNSUPPORTED,
-                            "readout layer width %d exceeds 4096", model->mlp.dims[k]);
+                            "the model's readout layer width %d (output_hidden_dims) exceeds "
+                            "this build's limit of 4096",
+                            model->mlp.dims[k]);
     ecenet_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return ecn_fail(err, err_len, ECENET_ERR_NOMEM, "out of memory");

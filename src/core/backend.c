@@ -2,6 +2,7 @@
  * compiled in (configure decides); ref is always present. */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "backend.h"
 
@@ -39,6 +40,27 @@ const char *ecn_backend_names(void)
 #else
     return "ref";
 #endif
+}
+
+void ecn_backend_why(const char *name, int precision, char *why, size_t why_len)
+{
+    if (!why || !why_len)
+        return;
+    if (name && strcmp(name, "ref") == 0) {
+        snprintf(why, why_len, "is fp64 only");
+        return;
+    }
+#ifdef ECENET_HAVE_CUDA
+    if (name && strcmp(name, "cuda") == 0) {
+        char dev[256] = "";
+        if (!ecn_cuda_available(dev, sizeof dev)) {
+            snprintf(why, why_len, "is compiled in but cannot run here (%s)", dev);
+            return;
+        }
+    }
+#endif
+    (void)precision;
+    snprintf(why, why_len, "is not compiled in (compiled backends: %s)", ecn_backend_names());
 }
 
 const char *ecenet_backends(void) { return ecn_backend_names(); }
