@@ -465,6 +465,8 @@ opt_error bench --frobnicate 1 "bench: --frobnicate is not an option"
 opt_error profile --config small --precision f16 "profile: --precision 'f16' is neither f64 nor f32"
 opt_error profile --config small --json "profile: --json needs a value"
 opt_error bench --config small --diamond 1 --backend , "bench: --backend ',' names no backend"
+opt_error nve --config small --mass C=12 --mass C=13 "nve: --mass 'C=13' gives an element's mass a second time"
+opt_error nve --config small --diamond 1 "$eth" "nve: give either --diamond N or an input file, not both"
 # standard output that cannot be written is an error, not a silent success
 if [ -w /dev/full ]; then
     ecenet --version >/dev/full 2>"$tmp/err"

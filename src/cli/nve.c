@@ -38,7 +38,7 @@ const char ecn_nve_usage[] =
     "--seed, default 1, which also seeds --config's weights and the diamond's\n"
     "rattle) with zero total momentum, rescaled to exactly that temperature\n"
     "(3N - 3 degrees of freedom). Masses: a masses:R:1 column, else IUPAC standard\n"
-    "atomic weights; --mass C=13.003 overrides one element (up to 16 times).\n"
+    "atomic weights; --mass C=13.003 sets one element's mass (once each, up to 16).\n"
     "Masses lie in [1e-6, 1e6] amu. Defaults: --dt 0.5 fs (at most 100), --steps\n"
     "100 (at most 1e7), --temperature at most 1e6 K. Writes no trajectory. Stops\n"
     "with an error naming the step if the energy or a force is not finite.\n";
@@ -138,6 +138,9 @@ static const char *parse_mass(const char *s, nve_opts *o)
     double m;
     if (z <= 0)
         return "does not start with an element symbol (H, He, ..., case-sensitive)";
+    for (int k = 0; k < o->n_mass; k++)
+        if (o->mass_z[k] == z)
+            return "gives an element's mass a second time";
     if (parse_double(eq + 1, MASS_MIN, MASS_MAX, &m) != 0)
         return "has no mass in [1e-06, 1e+06] amu";
     o->mass_z[o->n_mass] = z;
@@ -359,6 +362,7 @@ int ecn_cmd_nve(int argc, char **argv)
     o.every = 10;
     o.dt_fs = 0.5;
     o.temp = 300.0;
+    int have_dia = 0;
     for (int k = 1; k < argc; k++) {
         const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
         static const char *const valued[] = {"--model", "--config", "--backend", "--precision",
@@ -390,6 +394,7 @@ int ecn_cmd_nve(int argc, char **argv)
             why = ecn_cli_precision_why(v, &o.prec);
         } else if (!strcmp(a, "--diamond")) {
             why = ecn_cli_int_why(v, 1, 100, &o.ndia, buf, sizeof buf);
+            have_dia = 1;
         } else if (!strcmp(a, "--steps")) {
             why = ecn_cli_int_why(v, 1, MAX_STEPS, &o.steps, buf, sizeof buf);
         } else if (!strcmp(a, "--every")) {
@@ -407,6 +412,11 @@ int ecn_cmd_nve(int argc, char **argv)
         if (why)
             return ecn_cli_opt_error("nve", a, v, why, ecn_nve_usage);
         k += takes;
+    }
+    if (have_dia && o.input) {
+        fprintf(stderr, "ecenet nve: give either --diamond N or an input file, not both\n%s",
+                ecn_nve_usage);
+        return 2;
     }
     if (!!o.config == !!o.model_path) {
         fprintf(stderr, "ecenet nve: give exactly one of --model FILE and --config NAME\n%s",
