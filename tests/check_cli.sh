@@ -248,6 +248,16 @@ else
     fail "output through a symbolic link: $(cat "$tmp/err"); $(ls -l "$tmp/link.extxyz" "$tmp/target.extxyz")"
 fi
 
+# a wire (periodic along a only, zero rows for b and c): energy and forces,
+# no stress (the cell has no volume); this used to fail the frame
+printf '3\nLattice="3.0 0 0 0 0 0 0 0 0" pbc="T F F" Properties=species:S:1:pos:R:3\nC 0.0 0.0 0.0\nC 1.5 0.0 0.0\nH 0.7 1.1 0.0\n' >"$tmp/wire.extxyz"
+if ecenet compute --model "$eth_model" "$tmp/wire.extxyz" -o "$tmp/wire.out.extxyz" 2>"$tmp/err" &&
+    grep -q "energy=" "$tmp/wire.out.extxyz" && ! grep -q "stress=" "$tmp/wire.out.extxyz"; then
+    pass "a wire without cell volume: energy and forces, no stress"
+else
+    fail "a wire without cell volume: $(cat "$tmp/err")"
+fi
+
 # atom 2 moved to 1e-9 Å from atom 1: the fp64 coincidence check (1e-10 Å)
 # passes, fp32 rounds the distance to zero and the energy comes out NaN,
 # which must fail the frame rather than be written

@@ -48,9 +48,10 @@ static const command commands[] = {
      "                      [--tf32] [--low-memory] INPUT.extxyz [-o OUTPUT.extxyz]\n"
      "\n"
      "Reads every frame of INPUT (\"-\" = standard input), computes the energy,\n"
-     "the forces and, for periodic frames, the stress, and writes the same\n"
-     "frames with energy=, stress= (full 3x3, eV/A^3) and a forces:R:3 column\n"
-     "to OUTPUT (default: standard output). Other keys and columns are kept.\n"
+     "the forces and, for periodic frames whose cell has a volume, the stress,\n"
+     "and writes the same frames with energy=, stress= (full 3x3, eV/A^3) and a\n"
+     "forces:R:3 column to OUTPUT (default: standard output). Other keys and\n"
+     "columns are kept.\n"
      "A summary line per frame goes to standard error. On any error nothing\n"
      "is written.\n"
      "\n"
@@ -330,7 +331,14 @@ static int cmd_compute(int argc, char **argv)
         out.energy = &f->energy;
         out.forces = f->forces;
         out.forces_len = 3 * f->n_atoms;
-        if (periodic) {
+        /* stress needs a volume: a cell with zero rows along its
+         * non-periodic axes (a wire, a sheet) gets energy and forces only */
+        const double *L = f->cell;
+        const double vol = fabs(L[0] * (L[4] * L[8] - L[5] * L[7]) -
+                                L[1] * (L[3] * L[8] - L[5] * L[6]) +
+                                L[2] * (L[3] * L[7] - L[4] * L[6]));
+        const int with_stress = periodic && vol >= 1e-12;
+        if (with_stress) {
             out.stress = f->stress;
             out.stress_len = 6;
         }
@@ -344,7 +352,7 @@ static int cmd_compute(int argc, char **argv)
             goto done;
         }
         f->has_results = 1;
-        f->has_stress = periodic;
+        f->has_stress = with_stress;
         for (a = 0; a < 3 * f->n_atoms; a++)
             if (fabs(f->forces[a]) > fmax)
                 fmax = fabs(f->forces[a]);
