@@ -121,6 +121,24 @@ __device__ static inline float4 wg_rna4(float4 v)
     return make_float4(__uint_as_float(to_tf32(v.x)), __uint_as_float(to_tf32(v.y)),
                        __uint_as_float(to_tf32(v.z)), __uint_as_float(to_tf32(v.w)));
 }
+/* one 16-k tile of W_m (rows n0.., k0..; the forward's w, the VJP's w_t)
+ * in registers / rounded into the tile at st */
+__device__ static inline void wg_fetch_w(float4 (&w)[2], const float *W, int F, int n0, int m,
+                                          int k0)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int c = threadIdx.x + TC_THREADS * h;
+        w[h] = __ldcg(reinterpret_cast<const float4 *>(
+            W + ((int64_t)m * F + n0 + wg_row(c)) * F + k0 + 4 * wg_kc(c)));
+    }
+}
+__device__ static inline void wg_store_w(float *st, const float4 (&w)[2])
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        *reinterpret_cast<float4 *>(st + wg_off(threadIdx.x + TC_THREADS * h)) = wg_rna4(w[h]);
+}
 /* load k0..k0+15 (L2 only: each X tile is read by the F/128 CTAs of its
  * row tile's feature tiles, W_m's by every row tile) */
 __device__ static inline void wg_fetch(WgRegs &R, const float *X, const float *W, int64_t E,
@@ -136,12 +154,7 @@ __device__ static inline void wg_fetch(WgRegs &R, const float *X, const float *W
         R.x[h][0] = ok ? __ldcg(reinterpret_cast<const float4 *>(xa)) : z;
         R.x[h][1] = ok && m ? __ldcg(reinterpret_cast<const float4 *>(xa + F)) : z;
     }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int c = threadIdx.x + TC_THREADS * h;
-        R.w[h] = __ldcg(reinterpret_cast<const float4 *>(
-            W + ((int64_t)m * F + n0 + wg_row(c)) * F + k0 + 4 * wg_kc(c)));
-    }
+    wg_fetch_w(R.w, W, F, n0, m, k0);
 }
 /* ... rounded to TF32 (to nearest, see the top) into the tiles at st */
 __device__ static inline void wg_store(float *st, const WgRegs &R, int m)
@@ -153,10 +166,7 @@ __device__ static inline void wg_store(float *st, const WgRegs &R, int m)
         if (m)
             *reinterpret_cast<float4 *>(st + WG_T + o) = wg_rna4(R.x[h][1]);
     }
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-        *reinterpret_cast<float4 *>(st + 2 * WG_T + wg_off(threadIdx.x + TC_THREADS * h)) =
-            wg_rna4(R.w[h]);
+    wg_store_w(st + 2 * WG_T, R.w);
 }
 #endif
 
@@ -316,22 +326,6 @@ static_assert(4 * WV_FS == WG_BN, "the 4·F/128 ranks of a cluster cover F in 32
 static_assert(WV_SMEM <= 227 * 1024, "one CTA's shared memory on sm_90");
 
 #ifdef ECN_WGMMA
-/* one 16-k tile of W_m (rows n0.., k0..) in registers / into the tile at st */
-__device__ static inline void wv_fetch(float4 (&w)[2], const float *Wt, int F, int n0, int m, int k0)
-{
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int c = threadIdx.x + TC_THREADS * h;
-        w[h] = __ldcg(reinterpret_cast<const float4 *>(
-            Wt + ((int64_t)m * F + n0 + wg_row(c)) * F + k0 + 4 * wg_kc(c)));
-    }
-}
-__device__ static inline void wv_store(float *st, const float4 (&w)[2])
-{
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-        *reinterpret_cast<float4 *>(st + wg_off(threadIdx.x + TC_THREADS * h)) = wg_rna4(w[h]);
-}
 __device__ static inline float2 wv_rna2(float x, float y)
 {
     return make_float2(__uint_as_float(to_tf32(x)), __uint_as_float(to_tf32(y)));
@@ -359,14 +353,14 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     float4 R[WG_KS][2];
 #pragma unroll
     for (int ks = 0; ks < WG_KS; ks++)
-        wv_fetch(R[ks], a.w, F, n0, m, ks * WG_BK);
+        wg_fetch_w(R[ks], a.w, F, n0, m, ks * WG_BK);
 #pragma unroll
     for (int ks = 0; ks < WG_KS; ks++)
-        wv_store(Bs + ks * WG_T, R[ks]);
+        wg_store_w(Bs + ks * WG_T, R[ks]);
     if (NS > 1)
 #pragma unroll
         for (int ks = 0; ks < WG_KS; ks++)
-            wv_fetch(R[ks], a.w, F, n0, m, (WG_KS + ks) * WG_BK);
+            wg_fetch_w(R[ks], a.w, F, n0, m, (WG_KS + ks) * WG_BK);
     rs_tables<float, TC_Q>(a.rs, tab); /* (ends with __syncthreads) */
 
     /* phase one: Zbar of features f_r..f_r+31, every slot, rows e0..e0+63 */
@@ -457,11 +451,11 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
         if (kt + 1 < NS)
 #pragma unroll
             for (int ks = 0; ks < WG_KS; ks++)
-                wv_store(Bs + ((kt + 1) % WG_NBUF) * WV_STAGE + ks * WG_T, R[ks]);
+                wg_store_w(Bs + ((kt + 1) % WG_NBUF) * WV_STAGE + ks * WG_T, R[ks]);
         if (kt + 2 < NS)
 #pragma unroll
             for (int ks = 0; ks < WG_KS; ks++)
-                wv_fetch(R[ks], a.w, F, n0, m, ((kt + 2) * WG_KS + ks) * WG_BK);
+                wg_fetch_w(R[ks], a.w, F, n0, m, ((kt + 2) * WG_KS + ks) * WG_BK);
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
     }
