@@ -173,7 +173,7 @@ static void run_one(bench_row *row, const ecenet_model *m, const ecn_graph *g, s
     const ecenet_backend *be = ecn_backend_get(row->name, row->prec);
     if (!be) {
         char why[256];
-        ecn_backend_why(row->name, row->prec, why, sizeof why);
+        ecn_backend_why(row->name, why, sizeof why);
         snprintf(row->err, sizeof row->err, "backend '%.31s' (%s) %s", row->name,
                  row->prec == ECENET_F64 ? "f64" : "f32", why);
         return;

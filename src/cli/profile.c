@@ -241,7 +241,7 @@ static int profile(const opts_t *o, const ecenet_model *m, size_t n, const doubl
     char err[1024];
     const ecenet_backend *be = ecn_backend_get(o->backend, o->prec);
     if (!be) {
-        ecn_backend_why(o->backend, o->prec, err, sizeof err);
+        ecn_backend_why(o->backend, err, sizeof err);
         fprintf(stderr, "ecenet profile: backend '%s' (%s) %s\n", o->backend,
                 o->prec == ECENET_F64 ? "f64" : "f32", err);
         return 1;

@@ -62,7 +62,7 @@ ecenet_status ecenet_ctx_create(const ecenet_model *model, const char *backend,
     const ecenet_backend *be = ecn_backend_get(backend, (int)precision);
     if (!be) {
         char why[512];
-        ecn_backend_why(backend, (int)precision, why, sizeof why);
+        ecn_backend_why(backend, why, sizeof why);
         return ecn_fail(err, err_len, ECENET_ERR_BACKEND, "backend '%s' with precision %s %s",
                         backend, precision == ECENET_F64 ? "f64" : "f32", why);
     }

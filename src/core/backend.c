@@ -42,7 +42,7 @@ const char *ecn_backend_names(void)
 #endif
 }
 
-void ecn_backend_why(const char *name, int precision, char *why, size_t why_len)
+void ecn_backend_why(const char *name, char *why, size_t why_len)
 {
     if (!why || !why_len)
         return;
@@ -59,7 +59,6 @@ void ecn_backend_why(const char *name, int precision, char *why, size_t why_len)
         }
     }
 #endif
-    (void)precision;
     snprintf(why, why_len, "is not compiled in (compiled backends: %s)", ecn_backend_names());
 }
 

@@ -9,10 +9,10 @@
 const ecenet_backend *ecn_backend_get(const char *name, int precision);
 /* Comma-separated names of the compiled backends. */
 const char *ecn_backend_names(void);
-/* Why ecn_backend_get(name, precision) gave NULL, as one phrase after the
+/* Why ecn_backend_get(name, ...) gave NULL, as one phrase after the
  * backend's name: "is not compiled in (compiled backends: ...)", "is fp64
- * only", or, for a compiled-in cuda, the reason it cannot run here. */
-void ecn_backend_why(const char *name, int precision, char *why, size_t why_len);
+ * only" (ref), or, for a compiled-in cuda, the reason it cannot run here. */
+void ecn_backend_why(const char *name, char *why, size_t why_len);
 
 /* The transposed weights a backend with linear_w_t gets in
  * ecenet_linear_params.w_t: w[m][o][i] -> w_t[m][i][o], Q matrices of
