@@ -306,8 +306,9 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
  * (wgmma.m64n128k8, one accumulator); then it adds the products into
  * Xbar's 128 features of its two slots. The barrier makes the in-place
  * update safe: every read of the row tile's Xbar (phase one) precedes it.
- * Measured on an H200: correct, and 1.14 ms a layer against 0.57 for
- * rs_vjp_vk + cuBLAS (latency-bound: one CTA per SM runs its phases in
+ * Measured: correct, and 1.04 ms a layer on an H100 (1.14 on an H200
+ * before phase one's loads ran an item ahead) against 0.57 for rs_vjp_vk
+ * + cuBLAS on an H200 (latency-bound: one CTA per SM runs its phases in
  * turn; doc/design.md), so opt-in (ECENET_LAYER_TC=4). */
 constexpr int WV_BM = 64;              /* edges of a row tile */
 constexpr int WV_FS = 32;              /* features of a CTA's RealSpace slice */
@@ -329,6 +330,27 @@ static_assert(WV_SMEM <= 227 * 1024, "one CTA's shared memory on sm_90");
 __device__ static inline float2 wv_rna2(float x, float y)
 {
     return make_float2(__uint_as_float(to_tf32(x)), __uint_as_float(to_tf32(y)));
+}
+/* phase one's item it of a thread: features f, f+1 of row r, Z's and Xbar's
+ * eight slots (the sin m = 0 slot not read: zero, as sin0_zero allows);
+ * rows past E read nothing: zeros in, zeros out */
+struct WvIn {
+    float2 z[TC_S], b[TC_S];
+};
+__device__ static inline void wv_load(WvIn &in, const float *Z, const float *Xb, int64_t E,
+                                      int64_t e0, int F, int rank, int it)
+{
+    const int i = threadIdx.x + TC_THREADS * it;
+    const int64_t e = e0 + (i >> 4);
+    const int64_t o = e * (2LL * TC_Q * F) + WV_FS * rank + 2 * (i & 15);
+#pragma unroll
+    for (int s = 0; s < TC_S; s++) {
+        const bool ok = e < E && s != 1;
+        in.z[s] = ok ? __ldcs(reinterpret_cast<const float2 *>(Z + o + (int64_t)s * F))
+                     : make_float2(0.0f, 0.0f);
+        in.b[s] = ok ? *reinterpret_cast<const float2 *>(Xb + o + (int64_t)s * F)
+                     : make_float2(0.0f, 0.0f);
+    }
 }
 #endif
 
@@ -371,30 +393,25 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
         for (int nn = 0; nn < 2; nn++)
             dst[mm][nn] = nn < NT ? cl.map_shared_rank(sm, (unsigned)(nn * 4 + mm)) : NULL;
     const int64_t rstride = 2LL * TC_Q * F;
-#pragma unroll 1
+    /* the loads of item it + 1 are issued before item it's grid: one CTA
+     * per SM has few warps to hide their latency with */
+    WvIn cur, nxt;
+    wv_load(cur, Z, Xb, E, e0, F, rank, 0);
+#pragma unroll
     for (int it = 0; it < WV_ITEMS; it++) {
+        if (it + 1 < WV_ITEMS)
+            wv_load(nxt, Z, Xb, E, e0, F, rank, it + 1);
         const int i = tid + TC_THREADS * it, r = i >> 4, f = WV_FS * rank + 2 * (i & 15);
         const int64_t e = e0 + r;
         float xc[TC_Q][2], xs[TC_Q][2], bc[TC_Q][2], bs[TC_Q][2], gc[TC_Q][2], gs[TC_Q][2];
         float scale[2], shift[2];
 #pragma unroll
         for (int mm = 0; mm < TC_Q; mm++) {
-#pragma unroll
-            for (int v = 0; v < 2; v++)
-                xc[mm][v] = xs[mm][v] = bc[mm][v] = bs[mm][v] = gc[mm][v] = gs[mm][v] = 0.0f;
-            if (e < E) { /* rows past E: zeros in, zeros out */
-                const float *ze = Z + e * rstride + f, *be = Xb + e * rstride + f;
-                const float2 z0 = __ldcs(reinterpret_cast<const float2 *>(ze + 2 * mm * F));
-                const float2 b0 = *reinterpret_cast<const float2 *>(be + 2 * mm * F);
-                xc[mm][0] = z0.x; xc[mm][1] = z0.y;
-                bc[mm][0] = b0.x; bc[mm][1] = b0.y;
-                if (mm) { /* sin0_zero: the sin m = 0 slot is not read */
-                    const float2 z1 = __ldcs(reinterpret_cast<const float2 *>(ze + (2 * mm + 1) * F));
-                    const float2 b1 = *reinterpret_cast<const float2 *>(be + (2 * mm + 1) * F);
-                    xs[mm][0] = z1.x; xs[mm][1] = z1.y;
-                    bs[mm][0] = b1.x; bs[mm][1] = b1.y;
-                }
-            }
+            xc[mm][0] = cur.z[2 * mm].x; xc[mm][1] = cur.z[2 * mm].y;
+            bc[mm][0] = cur.b[2 * mm].x; bc[mm][1] = cur.b[2 * mm].y;
+            xs[mm][0] = cur.z[2 * mm + 1].x; xs[mm][1] = cur.z[2 * mm + 1].y;
+            bs[mm][0] = cur.b[2 * mm + 1].x; bs[mm][1] = cur.b[2 * mm + 1].y;
+            gc[mm][0] = gc[mm][1] = gs[mm][0] = gs[mm][1] = 0.0f;
         }
 #pragma unroll
         for (int v = 0; v < 2; v++)
@@ -420,6 +437,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
                         *reinterpret_cast<float2 *>(dst[mm][nn] + WV_APART + o) = sn;
                 }
         }
+        cur = nxt;
     }
     /* every slice of A written (remote stores visible to the wgmma proxy),
      * every read of the row tile's Xbar done */
@@ -430,6 +448,19 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     /* phase two: the K loop over W_m's stages, as the forward's; warpgroup g
      * multiplies part g (m = 0 has no sin part: warpgroup 1 repeats the cos
      * product, unused, rather than branch around the MMAs) */
+    /* phase three's Xbar values, loaded now to land during the K loop (only
+     * this CTA writes them, after the barrier above) */
+    const int w = (tid >> 5) & 3, lane = tid & 31;
+    const bool mine = m || !g; /* m = 0 has no sin slot */
+    float *xs0 = Xb + (2 * m + g) * F + n0 + 2 * (lane & 3);
+    float2 xo[32];
+#pragma unroll
+    for (int j = 0; j < 64; j += 2) {
+        const int64_t e = e0 + 16 * w + (lane >> 2) + 8 * ((j & 3) >> 1);
+        xo[j / 2] = mine && e < E
+                        ? *reinterpret_cast<const float2 *>(xs0 + e * rstride + 8 * (j >> 2))
+                        : make_float2(0.0f, 0.0f);
+    }
     float acc[64];
 #pragma unroll
     for (int j = 0; j < 64; j++)
@@ -462,20 +493,14 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 
     /* phase three: Xbar += the products, slot (m, g), features n0.. */
-    if (m || !g) {
-        const int w = (tid >> 5) & 3, lane = tid & 31;
-        float *xs0 = Xb + (2 * m + g) * F + n0 + 2 * (lane & 3);
+    if (mine)
 #pragma unroll
         for (int j = 0; j < 64; j += 2) {
-            const int row = 16 * w + (lane >> 2) + 8 * ((j & 3) >> 1);
-            const int64_t e = e0 + row;
-            if (e < E) {
-                float2 *p = reinterpret_cast<float2 *>(xs0 + e * rstride + 8 * (j >> 2));
-                const float2 x = *p;
-                __stwb(p, make_float2(x.x + acc[j], x.y + acc[j + 1]));
-            }
+            const int64_t e = e0 + 16 * w + (lane >> 2) + 8 * ((j & 3) >> 1);
+            if (e < E)
+                __stwb(reinterpret_cast<float2 *>(xs0 + e * rstride + 8 * (j >> 2)),
+                       make_float2(xo[j / 2].x + acc[j], xo[j / 2].y + acc[j + 1]));
         }
-    }
 #else
     (void)E; (void)F; (void)a; (void)Xb; (void)Z_;
     __trap(); /* the host launches it only where the sm_90a code was built (ECN_CUDA_SM90A) */
