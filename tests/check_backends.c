@@ -30,10 +30,14 @@
 #define _DEFAULT_SOURCE /* mmap MAP_ANONYMOUS, for the guard-page test */
 #include <check.h>
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -47,11 +51,19 @@
 
 typedef void (*op_test)(tctx *, setup *);
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void run_op_test(int bi, op_test fn, const char *family)
 {
     const ecenet_backend *be = get_backend(bi);
     if (!be)
         return;
+    const double t0 = now_s();
     tctx c;
     memset(&c, 0, sizeof c);
     c.be = be;
@@ -65,8 +77,10 @@ static void run_op_test(int bi, op_test fn, const char *family)
         t_release(&c, T_ALL);
         check_backend_error(be, family);
     }
-    printf("%-5s %-8s %-11s: %d shapes, worst rel L2 fwd %.2e, vjp %.2e\n", be->name,
-           BACKENDS[bi].label, family, N_SHAPES, c.worst_f, c.worst_v);
+    /* the wall time says where a long run of the suite goes (a GPU
+     * machine's make check), not a check */
+    printf("%-5s %-8s %-11s: %d shapes, worst rel L2 fwd %.2e, vjp %.2e (%.1f s)\n", be->name,
+           BACKENDS[bi].label, family, N_SHAPES, c.worst_f, c.worst_v, now_s() - t0);
 }
 
 START_TEST(test_op_geometry) { run_op_test(_i, test_geometry, "geometry"); }
@@ -415,6 +429,13 @@ END_TEST
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log before a failing check */
+#ifdef __GLIBC__
+    /* every case frees its tensors before the next allocates the same sizes
+     * (t_release): keep that memory in the heap instead of glibc's mmap and
+     * trim, whose fresh pages cost a page fault each on every case */
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
     Suite *s = suite_create("backends");
     TCase *ops = tcase_create("ops");
     tcase_set_timeout(ops, 600);

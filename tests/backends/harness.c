@@ -233,6 +233,20 @@ tens t_acc_like(tctx *c, const tens *t)
     return r;
 }
 
+void t_reset(tctx *c, const tens *t)
+{
+    if (!t->n)
+        return;
+    if (t->init) {
+        c->be->upload(t->d, t->init, t->n);
+        return;
+    }
+    double *nan_ = hbuf(c, t->n);
+    for (size_t k = 0; k < t->n; k++)
+        nan_[k] = NAN;
+    c->be->upload(t->d, nan_, t->n);
+}
+
 /* cuda's kernel choices (enum cuda_choice, harness.h) */
 int choice_set(int is_cuda, enum cuda_choice w, int v)
 {

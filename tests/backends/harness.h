@@ -66,6 +66,10 @@ tens t_rand(tctx *c, size_t n, double scale);
 tens t_out(tctx *c, size_t n);
 tens t_acc(tctx *c, size_t n);
 tens t_acc_like(tctx *c, const tens *t);
+/* t's backend buffer as before its op ran (NaN for a forward output, the
+ * initial values of a VJP output), so that one ref result checks several
+ * runs of the op (cuda's kernel modes) */
+void t_reset(tctx *c, const tens *t);
 /* the backend's result against the ref's (mask: only where nonzero), and two
  * backend results bit for bit */
 void t_check_mask(tctx *c, const tens *t, const char *op, const char *what, int vjp,

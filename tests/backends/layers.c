@@ -217,47 +217,89 @@ static void tc_expect(int is_cuda, unsigned long long before, int applies, const
                   applies != 0);
 }
 
+/* Whether the tensor-core layer kernel of mode tc runs in the fused layer
+ * forward (*fwd) and VJP (*vjp) on these parameters: mma.sync (tc = 2) and
+ * the off mode's paths take fp32, Q = 4, F % 64 == 0, no per-type weights
+ * or affine (a per-feature affine is fine), mode 2's VJP only in split TF32;
+ * the wgmma kernels (tc = 3 the forward, 4 the VJP on the transposed
+ * weights) TF32 on sin0_zero layers, where built and on sm_90, one CTA per
+ * m and 128 features, clusters of 4·F/128 <= 8, no per-type terms */
+static void layer_tc_applies(const tctx *c, const lin_pair *lp, int tc, int has_edges, int Q,
+                             int F, int corr, int split, int s0z, int *fwd, int *vjp)
+{
+    const int fits = tc && c->be->real_size == 4 && Q == 4 && F % 64 == 0 && has_edges;
+    *fwd = tc <= 2 && fits && !corr;
+    *vjp = tc == 2 && fits && split;
+#ifdef ECENET_HAVE_CUDA
+    if (tc >= 3) {
+        const int wg = fits && !corr && !split && s0z && ecn_cuda_layer_wg_available() &&
+                       F % 128 == 0 && F <= 256;
+        *fwd = tc == 3 && wg;
+        *vjp = tc == 4 && wg && lp->d.w_t != NULL;
+    }
+#else
+    (void)lp;
+    (void)s0z;
+#endif
+}
+
 /* The fused layer entries against ref: layer_fwd (X += RealSpace(Linear(X)),
- * Z kept) from X, and layer_vjp on random Z (zero sin m = 0 slot if zero_z);
- * the tensor-core kernel must run once in each where tc_fwd / tc_vjp say */
+ * Z kept) from X, and layer_vjp on random Z (zero sin m = 0 slot if zero_z).
+ * The ref results are made once and check every tensor-core mode of cuda
+ * (tc = 0, 2, 3, 4; one run, tc = 0, elsewhere): the kernel of the mode must
+ * run once in each entry where layer_tc_applies says, else not at all */
 static void layer_check(tctx *c, setup *u, lin_pair *lp, rs_pair *rp, const tens *X, int zero_z,
-                        const char *op, int is_cuda, int tc_fwd, int tc_vjp)
+                        const char *what, int is_cuda, int split, int s0z, int corr)
 {
     const ecenet_backend *be = c->be;
     const ecenet_dims *dm = &u->dh;
     const int64_t E = dm->E;
-    const size_t XE = (size_t)dm->Q * 2 * dm->F;
+    const size_t n = (size_t)E * dm->Q * 2 * dm->F;
+    tens Xio = {0}, Z = {0}, Zb = {0}, Xb = {0};
+    void *dtmp = NULL;
+    double *tmp = hbuf(c, n);
     if (be->layer_fwd) {
-        tens Xio = t_acc(c, (size_t)E * XE);
-        /* X in/out starts from X: copy X into both */
-        memcpy(Xio.h, X->h, (size_t)E * XE * sizeof(double));
-        memcpy(Xio.init, X->h, (size_t)E * XE * sizeof(double));
-        if (E)
-            be->upload(Xio.d, X->h, (size_t)E * XE);
-        tens Z = t_out(c, (size_t)E * XE);
-        double *tmp = hbuf(c, (size_t)E * XE);
+        /* X in/out starts from X */
+        Xio = t_acc(c, n);
+        memcpy(Xio.h, X->h, n * sizeof(double));
+        memcpy(Xio.init, X->h, n * sizeof(double));
+        Z = t_out(c, n);
         ref_linear_fwd(E, &lp->h, u->tsrc, u->ttgt, X->h, Z.h);
         ref_realspace_fwd(E, &rp->h, u->tsrc, u->ttgt, Z.h, tmp);
-        ref_add((int64_t)(E * XE), tmp, Xio.h);
-        const unsigned long long n0 = tc_runs(is_cuda);
-        be->layer_fwd(E, &lp->d, &rp->d, u->d_tsrc, u->d_ttgt, Xio.d, Z.d);
-        t_check(c, &Z, op, "fwd Z", 0);
-        t_check(c, &Xio, op, "fwd X += RealSpace(Z)", 0);
-        tc_expect(is_cuda, n0, tc_fwd, op, "fwd");
+        ref_add((int64_t)n, tmp, Xio.h);
     }
     if (be->layer_vjp) {
-        tens Z = features(c, E, dm->Q, dm->F, zero_z);
-        tens Xb = t_acc(c, (size_t)E * XE);
-        double *tmp = hbuf(c, (size_t)E * XE);
-        for (size_t k = 0; k < (size_t)E * XE; k++)
+        Zb = features(c, E, dm->Q, dm->F, zero_z); /* the Z the VJP recomputes from */
+        Xb = t_acc(c, n);
+        for (size_t k = 0; k < n; k++)
             tmp[k] = 0.0;
-        ref_realspace_vjp(E, &rp->h, u->tsrc, u->ttgt, Z.h, Xb.h, tmp);
+        ref_realspace_vjp(E, &rp->h, u->tsrc, u->ttgt, Zb.h, Xb.h, tmp);
         ref_linear_vjp(E, &lp->h, u->tsrc, u->ttgt, tmp, Xb.h);
-        void *dtmp = dalloc(c, (size_t)E * XE * be->real_size);
-        const unsigned long long n0 = tc_runs(is_cuda);
-        be->layer_vjp(E, &lp->d, &rp->d, u->d_tsrc, u->d_ttgt, Z.d, Xb.d, dtmp);
-        t_check(c, &Xb, op, "vjp Xbar", 1);
-        tc_expect(is_cuda, n0, tc_vjp, op, "vjp");
+        dtmp = dalloc(c, n * be->real_size);
+    }
+    char op[128];
+    for (int tc = 0; tc <= (is_cuda ? 4 : 0); tc += tc ? 1 : 2) {
+        int tc_fwd, tc_vjp;
+        layer_tc_applies(c, lp, tc, E > 0, dm->Q, dm->F, corr, split, s0z, &tc_fwd, &tc_vjp);
+        snprintf(op, sizeof op, "%s tc=%d", what, tc);
+        const int tc_old = tc_set(is_cuda, tc);
+        if (be->layer_fwd) {
+            t_reset(c, &Xio);
+            t_reset(c, &Z);
+            const unsigned long long n0 = tc_runs(is_cuda);
+            be->layer_fwd(E, &lp->d, &rp->d, u->d_tsrc, u->d_ttgt, Xio.d, Z.d);
+            t_check(c, &Z, op, "fwd Z", 0);
+            t_check(c, &Xio, op, "fwd X += RealSpace(Z)", 0);
+            tc_expect(is_cuda, n0, tc_fwd, op, "fwd");
+        }
+        if (be->layer_vjp) {
+            t_reset(c, &Xb);
+            const unsigned long long n0 = tc_runs(is_cuda);
+            be->layer_vjp(E, &lp->d, &rp->d, u->d_tsrc, u->d_ttgt, Zb.d, Xb.d, dtmp);
+            t_check(c, &Xb, op, "vjp Xbar", 1);
+            tc_expect(is_cuda, n0, tc_vjp, op, "vjp");
+        }
+        tc_set(is_cuda, tc_old);
     }
 }
 
@@ -281,39 +323,44 @@ void test_layers(tctx *c, setup *u)
 #endif
     /* linear: square and bottleneck widths, with and without bias/corrections */
     const int widths[3][2] = {{F, F}, {F, F / 2 + 1}, {3, F}};
-    for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2)
     for (int wi = 0; wi < 3; wi++)
         for (int variant = 0; variant < 2; variant++) {
             const t_mark_t m0 = t_mark(c);
             const int fin = widths[wi][0], fout = widths[wi][1];
             const int corr = variant ? u->s.corr : 0;
             lin_pair lp = make_linear(c, fin, fout, Q, T, variant == 0, corr);
-            snprintf(op, sizeof op, "linear %d->%d bias=%d corr=%d tc=%d", fin, fout, variant == 0,
-                     corr, tc);
-            const int tc_old = tc_set(is_cuda, tc);
             for (int z = 0; z < 2; z++) {
                 tens X = features(c, E, Q, fin, z);
                 tens Y = t_out(c, (size_t)E * Q * 2 * fout);
                 ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, X.h, Y.h);
-                be->linear_fwd(E, &lp.d, u->d_tsrc, u->d_ttgt, X.d, Y.d);
-                t_check(c, &Y, op, "fwd Y", 0);
-                /* with the transposed weights (the engine's case, where the
-                 * backend asks for them) and without */
-                for (int wt = !!lp.d.w_t; wt >= 0; wt--) {
-                    tens Yb = features(c, E, Q, fout, z), Xb = t_acc(c, (size_t)E * Q * 2 * fin);
-                    ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
-                    ecenet_linear_params pd = lp.d;
-                    if (!wt)
-                        pd.w_t = NULL;
-                    const unsigned long long n0 = tc_runs(is_cuda);
-                    be->linear_vjp(E, &pd, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
-                    t_check(c, &Xb, op, wt ? "vjp Xbar (w_t)" : "vjp Xbar", 1);
-                    tc_expect(is_cuda, n0,
-                              tc && split && Q == 4 && fin % 64 == 0 && fout % 16 == 0 && E > 0,
-                              op, "vjp");
+                tens Yb = features(c, E, Q, fout, z), Xb = t_acc(c, (size_t)E * Q * 2 * fin);
+                ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
+                /* the same ref results for cuda's tensor-core modes */
+                for (int tc = 0; tc <= (is_cuda ? 2 : 0); tc += 2) {
+                    snprintf(op, sizeof op, "linear %d->%d bias=%d corr=%d tc=%d", fin, fout,
+                             variant == 0, corr, tc);
+                    const int tc_old = tc_set(is_cuda, tc);
+                    t_reset(c, &Y);
+                    be->linear_fwd(E, &lp.d, u->d_tsrc, u->d_ttgt, X.d, Y.d);
+                    t_check(c, &Y, op, "fwd Y", 0);
+                    /* with the transposed weights (the engine's case, where the
+                     * backend asks for them) and without */
+                    for (int wt = !!lp.d.w_t; wt >= 0; wt--) {
+                        ecenet_linear_params pd = lp.d;
+                        if (!wt)
+                            pd.w_t = NULL;
+                        t_reset(c, &Xb);
+                        const unsigned long long n0 = tc_runs(is_cuda);
+                        be->linear_vjp(E, &pd, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
+                        t_check(c, &Xb, op, wt ? "vjp Xbar (w_t)" : "vjp Xbar", 1);
+                        tc_expect(is_cuda, n0,
+                                  tc && split && Q == 4 && fin % 64 == 0 && fout % 16 == 0 &&
+                                      E > 0,
+                                  op, "vjp");
+                    }
+                    tc_set(is_cuda, tc_old);
                 }
             }
-            tc_set(is_cuda, tc_old);
             t_release(c, m0);
         }
     /* cuda strict fp32: the linears' split-TF32 GEMM kernel (cuda_linear_x3.cuh)
@@ -501,16 +548,13 @@ void test_layers(tctx *c, setup *u)
         be->add((int64_t)(E * XE), X.d, Y.d);
         t_check(c, &Y, "add", "Y", 0);
     }
-    /* fused layer (optional entries) against the ref composition; variant 2:
-     * a nonzero sin m = 0 slot (never in a model, but the product stays exact).
-     * The tensor-core forward applies for fp32, Q = 4, F % 64 == 0, no per-type
-     * weights or affine (a per-feature affine is fine); in mode 2 the VJP's
-     * GEMM in split TF32, in mode 4 the wgmma layer VJP in TF32 (below) */
+    /* fused layer (optional entries) against the ref composition, through
+     * every tensor-core mode (layer_check); variant 2: a nonzero sin m = 0
+     * slot (never in a model, but the product stays exact) */
     /* the table flags (rs_mode): sin0_zero (the model's case: tables with
      * sin(0·θ) = 0 and a zero sin m = 0 input slot), which lets cuda skip
      * that slot, and grid_sym, which lets omp and cuda fold the grid */
     if (be->layer_fwd || be->layer_vjp)
-        for (int tc = 0; tc <= (is_cuda ? 4 : 0); tc += tc ? 1 : 2)
         for (int variant = 0; variant < 3; variant++)
         for (int mode = 0; mode < 4; mode++) {
             if (variant == 2 && (mode == 1 || mode == 2))
@@ -520,26 +564,11 @@ void test_layers(tctx *c, setup *u)
             lin_pair lp = make_linear(c, F, F, Q, T, 1, corr);
             rs_pair rp = make_rs(c, F, Q, G, T, u->s.act, variant == 1, corr, 0);
             const int s0z = rs_mode(&rp, mode, 1);
-            snprintf(op, sizeof op, "layer corr=%d affine=%d sin0=%s%s%s tc=%d", corr,
-                     variant == 1, variant == 2 ? "random" : "zero", s0z ? " (sin0_zero)" : "",
-                     rp.d.grid_sym ? " (grid_sym)" : "", tc);
+            snprintf(op, sizeof op, "layer corr=%d affine=%d sin0=%s%s%s", corr, variant == 1,
+                     variant == 2 ? "random" : "zero", s0z ? " (sin0_zero)" : "",
+                     rp.d.grid_sym ? " (grid_sym)" : "");
             tens X = features(c, E, Q, F, variant != 2);
-            const int tc_old = tc_set(is_cuda, tc);
-            const int tc_fits = tc && be->real_size == 4 && Q == 4 && F % 64 == 0 && E > 0;
-            int tc_fwd = tc <= 2 && tc_fits && !corr, tc_vjp = tc == 2 && tc_fits && split;
-#ifdef ECENET_HAVE_CUDA
-            if (tc >= 3) { /* wgmma: TF32 on sin0_zero layers, where built and on sm_90;
-                            * one CTA per m and 128 features, clusters of 4·F/128 <= 8;
-                            * no per-type terms; mode 3 the forward, 4 the VJP (on
-                            * the transposed weights) */
-                const int wg = tc_fits && !corr && !split && s0z &&
-                               ecn_cuda_layer_wg_available() && F % 128 == 0 && F <= 256;
-                tc_fwd = tc == 3 && wg;
-                tc_vjp = tc == 4 && wg && lp.d.w_t != NULL;
-            }
-#endif
-            layer_check(c, u, &lp, &rp, &X, variant == 0, op, is_cuda, tc_fwd, tc_vjp);
-            tc_set(is_cuda, tc_old);
+            layer_check(c, u, &lp, &rp, &X, variant == 0, op, is_cuda, split, s0z, corr);
             t_release(c, m0);
         }
     /* the fused layer on the first layer's linear (frame_nl), as the engine
