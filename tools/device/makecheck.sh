@@ -43,7 +43,8 @@ if [[ -z $SPLIT ]]; then
   timeout ${MK_TIMEOUT:-480} make -j${MK_JOBS:-16} check > $L/check.log 2>&1; rc=$?
 else
   # SPLIT=1: check_backends, the longest program with a GPU (more than 9
-  # minutes on an H100 machine), runs as its four Check cases at once next
+  # minutes on an H100 machine, its ops case more than 7 before the
+  # thirty-first session's changes), runs as its four Check cases at once next
   # to `make check` of the other programs, so that the whole suite fits in
   # one device call; its logs are $L/cb_<case>.log
   make -j${MK_JOBS:-16} check TESTS= > $L/build_tests.log 2>&1 || { tail -20 $L/build_tests.log; save; exit 1; }
