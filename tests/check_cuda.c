@@ -591,6 +591,8 @@ int main(void)
 #ifdef ECENET_HAVE_CUDA
     Suite *s = suite_create("cuda");
     TCase *mem = tcase_create("memory");
+    /* Check's default limit, 4 s, is less than a CUDA context can take to start */
+    tcase_set_timeout(mem, TU_HANG_GUARD_S);
     tcase_add_loop_test(mem, test_memory, 0, N_CONFIGS);
     suite_add_tcase(s, mem);
     TCase *tf = tcase_create("tf32");

@@ -13,7 +13,7 @@ static Suite *graph_suite(void)
     /* Check runs a tcase's tests in the order added: the order of the
      * one-file version. */
     TCase *tc = tcase_create("brute force");
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     nonperiodic_tests(tc);
     cell_tests(tc);
     periodic_tests(tc);
@@ -22,16 +22,17 @@ static Suite *graph_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("threads");
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     thread_tests(tc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     error_tests(tc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("golden");
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     golden_tests(tc);
     suite_add_tcase(s, tc);
     return s;

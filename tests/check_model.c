@@ -14,19 +14,19 @@ static Suite *model_suite(void)
      * keep the order of the one-file version (research between bad_files and
      * fuzz). */
     TCase *tc = tcase_create("golden");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     golden_tests(tc);
     research_load_tests(tc);
     api_tests(tc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("safetensors");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     safetensors_tests(tc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad_files");
-    tcase_set_timeout(tc, 300); /* slow under valgrind */
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     bad_file_tests(tc);
     research_bad_tests(tc);
     fuzz_tests(tc);

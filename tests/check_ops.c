@@ -159,7 +159,7 @@ static Suite *ops_suite(void)
 {
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("vjp vs finite differences");
-    tcase_set_timeout(tc, 300);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     tcase_add_test(tc, test_geometry);
     tcase_add_test(tc, test_ace_embed);
     tcase_add_test(tc, test_wigner);

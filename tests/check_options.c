@@ -369,7 +369,7 @@ int main(void)
 {
     Suite *s = suite_create("options");
     TCase *tc = tcase_create("options");
-    tcase_set_timeout(tc, 300);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     tcase_add_loop_test(tc, test_low_memory_same_results, 0,
                         (int)(sizeof CASES / sizeof CASES[0]));
     tcase_add_loop_test(tc, test_stage_chunk_same_results, 0,

@@ -22,32 +22,32 @@ static Suite *physics_suite(void)
 {
     Suite *s = suite_create("physics");
     TCase *tc = tcase_create("rotation");
-    tcase_set_timeout(tc, 30);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     rotation_tests(tc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("invariance"); /* 14 s here: diamond (216 atoms) dominates */
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     invariance_tests(tc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("finite_differences");
-    tcase_set_timeout(tc, 30);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     fd_tests(tc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("conservation");
-    tcase_set_timeout(tc, 30);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     conservation_tests(tc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("zero_edges");
-    tcase_set_timeout(tc, 30);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     zero_edge_tests(tc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad_input");
-    tcase_set_timeout(tc, 30);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     bad_input_tests(tc);
     suite_add_tcase(s, tc);
     return s;

@@ -227,7 +227,7 @@ int main(void)
 {
     Suite *s = suite_create("profile");
     TCase *tc = tcase_create("accounting");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     tcase_add_test(tc, test_accounting);
     tcase_add_test(tc, test_fused_matches_unfused);
     suite_add_tcase(s, tc);

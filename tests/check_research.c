@@ -596,7 +596,7 @@ int main(void)
 {
     Suite *s = suite_create("research");
     TCase *tc = tcase_create("research");
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, TU_HANG_GUARD_S);
     tcase_add_test(tc, test_public_equivalence);
     tcase_add_test(tc, test_finite_differences);
     tcase_add_test(tc, test_identity_so3);

@@ -11,6 +11,13 @@
 #include "model.h"
 #include "safetensors.h"
 
+/* The time limit of a test case (Check's, per test, in seconds): a guard
+ * against hangs, not a speed check. Generous because `make -jN check` runs
+ * the programs at once, each OpenMP one with a thread per core: a case of
+ * 14 s alone on 2 cores ran past a 60 s limit on a 16-core GPU machine
+ * (twenty-eighth session). */
+#define TU_HANG_GUARD_S 300
+
 /* Runs every test of s (CK_NORMAL) and frees the runner; returns EXIT_SUCCESS
  * when none failed, else EXIT_FAILURE (main's return value). */
 int tu_run_suite(Suite *s);

@@ -37,7 +37,9 @@ grep -c -i "warning" $L/make.log | sed 's/^/warning lines: /'
 echo "== make check ($((SECONDS-T0)) s)"
 # every test program that runs OpenMP would otherwise start 16 threads while
 # make runs up to 11 of them at once: check_physics' invariance case timed
-# out (60 s; 14 s alone on 2 cores) so in the twenty-eighth session
+# out (60 s; 14 s alone on 2 cores) so in the twenty-eighth session (the
+# limits are hang guards of 300 s now, TU_HANG_GUARD_S; fewer threads still
+# finish sooner)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 if [[ -z $SPLIT ]]; then
   timeout ${MK_TIMEOUT:-480} make -j${MK_JOBS:-16} check > $L/check.log 2>&1; rc=$?
