@@ -56,7 +56,8 @@ const char *ecenet_version(void);
 int ecenet_abi_version(void);
 const char *ecenet_status_string(ecenet_status s);
 
-/* Atomic number of an element symbol ("C", "Na"), or 0 if unknown. */
+/* Atomic number of an element symbol ("C", "Na": exact case, no spaces),
+ * or 0 if unknown. */
 int ecenet_element_number(const char *symbol);
 /* Symbol of atomic number z (1..118), or NULL. */
 const char *ecenet_element_symbol(int z);
@@ -96,7 +97,8 @@ ecenet_status ecenet_ctx_create(const ecenet_model *model, const char *backend,
                                 ecenet_precision precision, ecenet_ctx **ctx,
                                 char *err, size_t err_len);
 void ecenet_ctx_free(ecenet_ctx *ctx);
-/* Message of the last failure on this context ("" if none). */
+/* Message of the last call on this context that failed ("" when the last
+ * call succeeded: each ecenet_compute and ecenet_ctx_set_option clears it). */
 const char *ecenet_ctx_error(const ecenet_ctx *ctx);
 const char *ecenet_ctx_backend(const ecenet_ctx *ctx);
 
@@ -107,8 +109,9 @@ const char *ecenet_ctx_backend(const ecenet_ctx *ctx);
  *                         ~1e-3 relative error in energies); 0: strict fp32.
  *                         Default: 1 if the environment variable ECENET_TF32=1
  *                         when the backend was first used, else 0. Only cuda
- *                         f32 accepts it (ECENET_ERR_UNSUPPORTED otherwise);
- *                         contexts do not affect each other.
+ *                         f32 accepts 1 (ECENET_ERR_UNSUPPORTED otherwise);
+ *                         0 is what every other backend does and is accepted
+ *                         everywhere; contexts do not affect each other.
  *  ECENET_OPT_LOW_MEMORY  1: keep no per-layer activations for the backward;
  *                         the layers of each stage are recomputed in edge
  *                         chunks during the backward. Same results (to the
@@ -135,19 +138,26 @@ typedef enum {
 
 ecenet_status ecenet_ctx_set_option(ecenet_ctx *ctx, ecenet_option option, long value);
 
+/* n_atoms >= 1 (0 atoms: ECENET_ERR_INPUT). Positions may lie anywhere:
+ * the step works on them translated by their centroid and, along periodic
+ * axes, moved by whole lattice vectors next to the origin, which changes
+ * no result, so fp32 keeps its precision for unwrapped coordinates or a
+ * box far from the origin. */
 typedef struct {
     size_t n_atoms;
     const double *positions;  /* 3*n_atoms, Å */
     const int *numbers;       /* n_atoms atomic numbers */
     const double *cell;       /* 9, rows = lattice vectors; NULL if not periodic */
-    int pbc[3];               /* periodic flags; ignored when cell is NULL */
+    int pbc[3];               /* periodic flags (nonzero: periodic); ignored
+                                 when cell is NULL */
 } ecenet_system;
 
 typedef struct {
     double *energy;             /* 1 value, eV */
     double *forces;             /* 3*n_atoms, eV/Å */
     size_t forces_len;
-    double *stress;             /* 6 Voigt values, eV/Å³; needs a cell */
+    double *stress;             /* 6 Voigt values, eV/Å³; needs a cell (its
+                                   volume, whatever pbc says) */
     size_t stress_len;
     double *dE_dstrain;         /* 9 values, eV, unsymmetrised */
     size_t dE_dstrain_len;

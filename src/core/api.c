@@ -48,13 +48,18 @@ ecenet_status ecenet_ctx_create(const ecenet_model *model, const char *backend,
                                 ecenet_precision precision, ecenet_ctx **ctx, char *err,
                                 size_t err_len)
 {
+    if (err && err_len) /* no earlier failure's text after a success */
+        err[0] = '\0';
     if (!ctx)
         return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "ecenet_ctx_create: ctx is NULL");
     *ctx = NULL;
     if (!model)
         return ecn_fail(err, err_len, ECENET_ERR_ARGUMENT, "ecenet_ctx_create: model is NULL");
-    if (!backend)
+    const char *from = "";
+    if (!backend) {
         backend = getenv("ECENET_BACKEND");
+        from = " (from ECENET_BACKEND)";
+    }
     if (!backend || !*backend)
         backend = "ref";
     if (precision != ECENET_F64 && precision != ECENET_F32)
@@ -63,8 +68,8 @@ ecenet_status ecenet_ctx_create(const ecenet_model *model, const char *backend,
     if (!be) {
         char why[512];
         ecn_backend_why(backend, why, sizeof why);
-        return ecn_fail(err, err_len, ECENET_ERR_BACKEND, "backend '%s' with precision %s %s",
-                        backend, precision == ECENET_F64 ? "f64" : "f32", why);
+        return ecn_fail(err, err_len, ECENET_ERR_BACKEND, "backend '%s'%s with precision %s %s",
+                        backend, from, precision == ECENET_F64 ? "f64" : "f32", why);
     }
     for (int k = 0; k <= model->mlp.n_layers; k++)
         if (model->mlp.dims[k] > 4096)
@@ -113,7 +118,8 @@ ecenet_status ecenet_ctx_set_option(ecenet_ctx *ctx, ecenet_option option, long 
         if (value != 0 && value != 1)
             return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_ARGUMENT,
                             "ECENET_OPT_TF32: value %ld, expected 0 or 1", value);
-        if (ecn_engine_set_tf32(ctx->engine, (int)value) != 0)
+        /* 0 where there is no TF32 mode: what the backend does anyway */
+        if (ecn_engine_set_tf32(ctx->engine, (int)value) != 0 && value)
             return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_UNSUPPORTED,
                             "ECENET_OPT_TF32: backend '%s' %s has no TF32 mode (cuda f32 only)",
                             be->name, be->precision == ECENET_F64 ? "f64" : "f32");
@@ -156,9 +162,8 @@ static ecenet_status check_args(ecenet_ctx *ctx, const ecenet_system *s, const e
     if (n == 0)
         return ecn_fail(err, ERR_LEN, ECENET_ERR_INPUT, "empty structure (0 atoms)");
     if (!s->positions || !s->numbers)
-        return ecn_fail(err, ERR_LEN, ECENET_ERR_ARGUMENT, "positions or numbers is NULL");
-    if (n > (size_t)INT32_MAX / 4)
-        return ecn_fail(err, ERR_LEN, ECENET_ERR_UNSUPPORTED, "too many atoms (%zu)", n);
+        return ecn_fail(err, ERR_LEN, ECENET_ERR_ARGUMENT, "system->%s is NULL",
+                        s->positions ? "numbers" : "positions");
     for (size_t i = 0; i < n; i++) {
         int t = ecenet_model_type_of(ctx->model, s->numbers[i]);
         if (t < 0) {
@@ -255,12 +260,19 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
         return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_ARGUMENT, "system or outputs is NULL");
     const ecenet_model *m = ctx->model;
     const size_t n = s->n_atoms;
+    /* before any buffer of n is sized: (3n + 1) doubles must not wrap */
+    if (n > (size_t)INT32_MAX / 4)
+        return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_UNSUPPORTED,
+                        "too many atoms (%zu; this build's limit is %d)", n, INT32_MAX / 4);
     int32_t *types = malloc((n ? n : 1) * sizeof *types);
     double *grad = malloc((3 * n + 1) * sizeof *grad);
+    /* the positions the search and the step see (ecn_graph_recentre) */
+    double *pos = malloc((3 * n + 1) * sizeof *pos);
     double virial[9];
-    if (!types || !grad) {
+    if (!types || !grad || !pos) {
         free(types);
         free(grad);
+        free(pos);
         return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_NOMEM, "out of memory");
     }
     ecn_graph *g = &ctx->graph;
@@ -269,16 +281,18 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
     const ecenet_backend *be = ecn_engine_backend(ctx->engine);
     const int nopbc[3] = {0, 0, 0};
     const int *pbc = s && s->cell ? s->pbc : nopbc;
+    if (st == ECENET_OK)
+        ecn_graph_recentre(n, s->positions, s->cell, pbc, pos);
     /* the device search where the backend has one (ops.h), else the host's */
     ecenet_nlist setup;
     int dev = st == ECENET_OK && ctx->device_nlist && ecn_backend_has_nlist(be) &&
               !o->atom_energies && n > 0;
     if (st == ECENET_OK && dev) {
-        st = ecn_graph_setup(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
+        st = ecn_graph_setup(n, pos, s->cell, pbc, m->cfg.r_cut_edge,
                              m->cfg.r_cut_neighbor, g, &setup, ctx->err, ERR_LEN);
         dev = setup.n >= 0; /* a skewed cell: g holds the host's lists (graph.h) */
     } else if (st == ECENET_OK)
-        st = ecn_graph_rebuild(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
+        st = ecn_graph_rebuild(n, pos, s->cell, pbc, m->cfg.r_cut_edge,
                                m->cfg.r_cut_neighbor, g, ctx->err, ERR_LEN);
     if (st == ECENET_OK && o->atom_energies) {
         per_edge = malloc((size_t)(g->edges.n + 1) * sizeof *per_edge);
@@ -288,7 +302,7 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
     ecn_step_out so;
     memset(&so, 0, sizeof so);
     if (st == ECENET_OK) {
-        ecn_step_in si = {n, s->positions, types, dev ? NULL : g, dev ? &setup : NULL};
+        ecn_step_in si = {n, pos, types, dev ? NULL : g, dev ? &setup : NULL};
         so.per_edge = per_edge;
         so.grad = (o->forces) ? grad : NULL;
         so.virial = (o->stress || o->dE_dstrain) ? virial : NULL;
@@ -297,7 +311,7 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
             /* the host search names the coincident atoms (or the overflow);
              * should it find nothing wrong, the step runs on its lists */
             ctx->err[0] = '\0';
-            st = ecn_graph_rebuild(n, s->positions, s->cell, pbc, m->cfg.r_cut_edge,
+            st = ecn_graph_rebuild(n, pos, s->cell, pbc, m->cfg.r_cut_edge,
                                    m->cfg.r_cut_neighbor, g, ctx->err, ERR_LEN);
             if (st == ECENET_OK) {
                 si.graph = g;
@@ -345,5 +359,6 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
     free(per_edge);
     free(types);
     free(grad);
+    free(pos);
     return st;
 }

@@ -400,6 +400,43 @@ static void pairlist_free(ecn_pairlist *l)
     memset(l, 0, sizeof *l);
 }
 
+void ecn_graph_recentre(size_t n, const double *pos, const double *cell, const int pbc[3],
+                        double *out)
+{
+    double t[3] = {0.0, 0.0, 0.0}, frame[9], inv[9], det;
+    int per[3] = {0, 0, 0}, any_per = 0;
+    if (n == 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++)
+            t[c] += pos[3 * i + c];
+    for (int c = 0; c < 3; c++)
+        t[c] /= (double)n;
+    for (size_t i = 0; i < 3 * n; i++)
+        out[i] = pos[i] - t[i % 3];
+    if (cell)
+        for (int k = 0; k < 3; k++) {
+            per[k] = pbc ? (pbc[k] != 0) : 1;
+            any_per |= per[k];
+        }
+    if (!any_per)
+        return;
+    memcpy(frame, cell, sizeof frame);
+    complete_cell(frame, per);
+    det = det3(frame);
+    if (!isfinite(det) || det == 0.0)
+        return;
+    inv3(frame, det, inv);
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            /* a whole number of lattice vectors, exactly representable */
+            const double q = per[k] ? floor(frac_of(&out[3 * i], inv, k) + 0.5) : 0.0;
+            if (q != 0.0 && fabs(q) < 0x1p52)
+                for (int c = 0; c < 3; c++)
+                    out[3 * i + c] -= q * cell[3 * k + c];
+        }
+}
+
 void ecn_graph_free(ecn_graph *g)
 {
     if (!g)

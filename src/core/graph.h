@@ -72,6 +72,17 @@ ecenet_status ecn_graph_rebuild(size_t n_atoms, const double *pos, const double 
 ecenet_status ecn_graph_setup(size_t n_atoms, const double *pos, const double *cell,
                               const int pbc[3], double r_cut_edge, double r_cut_nb,
                               ecn_graph *g, ecenet_nlist *s, char *err, size_t err_len);
+/* out = pos translated by the atoms' centroid and, along each periodic
+ * axis, moved by whole lattice vectors into [-1/2, 1/2) of the cell in
+ * fractional coordinates (out may not alias pos). The energy, each atom's
+ * force and the stress are the same for out as for pos (translation and
+ * periodic images), and out's coordinates stay within about a cell of the
+ * origin, where fp32 resolves them: an MD code's unwrapped coordinates or
+ * a box far from the origin otherwise lose fp32's precision in every edge
+ * vector (pos[j] - pos[i] + shift). A cell the graph would refuse
+ * (singular, not finite) gets the translation alone. */
+void ecn_graph_recentre(size_t n_atoms, const double *pos, const double *cell, const int pbc[3],
+                        double *out);
 /* Frees all arrays of both lists and the kept memory (g may be NULL; safe on
  * an empty graph). */
 void ecn_graph_free(ecn_graph *g);

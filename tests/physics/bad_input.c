@@ -1,5 +1,6 @@
 /* Bad input: statuses, messages, untouched output buffers; the context
  * still works afterwards; bad backends and precisions at creation. */
+#define _POSIX_C_SOURCE 200809L /* setenv, strdup: the backend named by ECENET_BACKEND */
 #include "harness.h"
 
 #define SENTINEL 12345.678
@@ -136,6 +137,24 @@ START_TEST(test_bad_input)
         static const char *const p[] = {"NULL", NULL};
         expect_fail(ctx, NULL, &o, &b, ECENET_ERR_ARGUMENT, ECENET_ERR_ARGUMENT, "NULL system", p);
         expect_fail(ctx, &sys, NULL, &b, ECENET_ERR_ARGUMENT, ECENET_ERR_ARGUMENT, "NULL outputs", p);
+        static const char *const pz[] = {"numbers", "NULL", NULL};
+        static const char *const pp[] = {"positions", "NULL", NULL};
+        sys.numbers = NULL;
+        expect_fail(ctx, &sys, &o, &b, ECENET_ERR_ARGUMENT, ECENET_ERR_ARGUMENT, "NULL numbers", pz);
+        sys.numbers = z;
+        sys.positions = NULL;
+        expect_fail(ctx, &sys, &o, &b, ECENET_ERR_ARGUMENT, ECENET_ERR_ARGUMENT, "NULL positions",
+                    pp);
+        sys.positions = pos;
+    }
+    {
+        /* a count whose buffer sizes would wrap is refused before anything is
+         * allocated (it was "out of memory", after a malloc of a wrapped size) */
+        static const char *const p[] = {"too many atoms", NULL};
+        sys.n_atoms = SIZE_MAX / 3 + 1;
+        expect_fail(ctx, &sys, &o, &b, ECENET_ERR_UNSUPPORTED, ECENET_ERR_UNSUPPORTED,
+                    "n_atoms = SIZE_MAX/3 + 1", p);
+        sys.n_atoms = NB;
     }
     {
         /* a model whose weights overflow the readout: the energy comes out
@@ -169,6 +188,28 @@ START_TEST(test_bad_input)
     ck_assert(ctx2 == NULL);
     ck_assert_msg(strstr(err, "ref") != NULL && strstr(err, "32") != NULL,
                   "message \"%s\" does not name the backend and precision", err);
+    /* a backend from the environment is named with the variable */
+    {
+        const char *old = getenv("ECENET_BACKEND");
+        char *keep = old ? strdup(old) : NULL;
+        setenv("ECENET_BACKEND", "nosuch", 1);
+        st = ecenet_ctx_create(m, NULL, ECENET_F64, &ctx2, err, sizeof err);
+        printf("bad input %-26s -> %s: \"%s\"\n", "ECENET_BACKEND=nosuch", ecenet_status_string(st),
+               err);
+        if (keep)
+            setenv("ECENET_BACKEND", keep, 1);
+        else
+            unsetenv("ECENET_BACKEND");
+        free(keep);
+        ck_assert(st != ECENET_OK && ctx2 == NULL);
+        ck_assert_msg(strstr(err, "nosuch") && strstr(err, "ECENET_BACKEND"),
+                      "message \"%s\" does not name the variable", err);
+    }
+    /* a success leaves no earlier failure's message in err */
+    st = ecenet_ctx_create(m, "ref", ECENET_F64, &ctx2, err, sizeof err);
+    ck_assert_msg(st == ECENET_OK, "%s", err);
+    ck_assert_str_eq(err, "");
+    ecenet_ctx_free(ctx2);
 
     ecenet_ctx_free(ctx);
     ecenet_model_free(m);
