@@ -260,12 +260,12 @@ fi
 
 # atom 2 moved to 1e-9 Å from atom 1: the fp64 coincidence check (1e-10 Å)
 # passes, fp32 rounds the distance to zero and the energy comes out NaN,
-# which must fail the frame rather than be written
+# which must fail the frame rather than be written, naming the pair
 awk 'NR == 3 { x = $2; y = $3; z = $4 }
      NR == 4 { printf "%s %.12f %s %s %s %s %s\n", $1, x + 1e-9, y, z, $5, $6, $7; next }
      { print }' "$eth" >"$tmp/closepair.extxyz"
 expect_error "non-finite energy (fp32, atoms 1e-9 Å apart)" \
-    "closepair\.extxyz:1: frame 0: the energy is not finite.*no output written" \
+    "closepair\.extxyz:1: frame 0: the energy is not finite.*the closest atoms, 0 and 1, are 1e-09 Å apart; no output written" \
     compute --model "$eth_model" --backend omp --precision f32 "$tmp/closepair.extxyz"
 
 expect_error "missing model file" "no-such-model\.safetensors" \

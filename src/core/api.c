@@ -1,5 +1,6 @@
 /* Public API: compute contexts and ecenet_compute (include/ecenet.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
@@ -216,14 +217,34 @@ static ecenet_status check_args(ecenet_ctx *ctx, const ecenet_system *s, const e
  * though the fp64 coincidence check passed; a model with extreme parameters
  * overflows.) The energy is checked even when not asked for: forces of a
  * non-finite energy mean nothing. */
-static ecenet_status check_finite(ecenet_ctx *ctx, const ecenet_system *s, double energy,
-                                  const double *grad, const double *virial, const double *per_edge,
-                                  const ecn_graph *g)
+static ecenet_status check_finite(ecenet_ctx *ctx, const ecenet_system *s, const double *pos,
+                                  double energy, const double *grad, const double *virial,
+                                  const double *per_edge, const ecn_graph *g)
 {
     static const char *const dir = "xyz";
-    if (!isfinite(energy))
+    if (!isfinite(energy)) {
+        /* the closest pair of the edge list (host searches only): fp32
+         * cannot resolve atoms that the fp64 coincidence check lets through */
+        char near[160] = "";
+        int64_t best = -1;
+        double rmin = INFINITY;
+        for (int64_t e = 0; e < g->edges.n; e++) {
+            const double *a = &pos[3 * (size_t)g->edges.src[e]],
+                         *b = &pos[3 * (size_t)g->edges.dst[e]], *t = &g->edges.shift[3 * e];
+            double r2 = 0.0;
+            for (int c = 0; c < 3; c++)
+                r2 += (b[c] - a[c] + t[c]) * (b[c] - a[c] + t[c]);
+            if (r2 < rmin) {
+                rmin = r2;
+                best = e;
+            }
+        }
+        if (best >= 0)
+            snprintf(near, sizeof near, "; the closest atoms, %d and %d, are %.3g Å apart",
+                     (int)g->edges.src[best], (int)g->edges.dst[best], sqrt(rmin));
         return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_NONFINITE,
-                        "the energy is not finite (%g); no output written", energy);
+                        "the energy is not finite (%g)%s; no output written", energy, near);
+    }
     if (grad)
         for (size_t k = 0; k < 3 * s->n_atoms; k++)
             if (!isfinite(grad[k])) {
@@ -328,7 +349,7 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
         for (size_t i = 0; i < n; i++)
             eref += m->e_ref[types[i]];
         energy = u * so.energy + u * m->energy_mean + eref;
-        st = check_finite(ctx, s, energy, so.grad, so.virial, per_edge, g);
+        st = check_finite(ctx, s, pos, energy, so.grad, so.virial, per_edge, g);
     }
     if (st == ECENET_OK) {
         if (o->energy)
