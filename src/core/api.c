@@ -17,8 +17,34 @@ struct ecenet_ctx {
     ecn_engine *engine;
     ecn_graph graph; /* kept between computes: the rebuild reuses its memory */
     int device_nlist; /* ECENET_OPT_DEVICE_NLIST */
+    /* per-atom scratch of ecenet_compute, kept so that an MD loop allocates
+     * nothing once n_atoms settles: types, dE/dpositions, and the positions
+     * the search and the step see (ecn_graph_recentre); room for cap atoms */
+    int32_t *types;
+    double *grad, *pos;
+    size_t cap;
     char err[ERR_LEN];
 };
+
+/* room for n atoms in ctx's scratch (n <= INT32_MAX / 4: no size wraps) */
+static int ctx_reserve(ecenet_ctx *ctx, size_t n)
+{
+    if (n <= ctx->cap && ctx->types)
+        return 0;
+    int32_t *t = realloc(ctx->types, (n + 1) * sizeof *t);
+    if (t)
+        ctx->types = t;
+    double *g = realloc(ctx->grad, (3 * n + 1) * sizeof *g);
+    if (g)
+        ctx->grad = g;
+    double *p = realloc(ctx->pos, (3 * n + 1) * sizeof *p);
+    if (p)
+        ctx->pos = p;
+    if (!t || !g || !p)
+        return -1;
+    ctx->cap = n;
+    return 0;
+}
 
 #define ECN_STR2(x) #x
 #define ECN_STR(x) ECN_STR2(x)
@@ -98,6 +124,9 @@ void ecenet_ctx_free(ecenet_ctx *ctx)
         return;
     ecn_engine_free(ctx->engine);
     ecn_graph_free(&ctx->graph);
+    free(ctx->types);
+    free(ctx->grad);
+    free(ctx->pos);
     free(ctx);
 }
 
@@ -285,17 +314,11 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
     if (n > (size_t)INT32_MAX / 4)
         return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_UNSUPPORTED,
                         "too many atoms (%zu; this build's limit is %d)", n, INT32_MAX / 4);
-    int32_t *types = malloc((n ? n : 1) * sizeof *types);
-    double *grad = malloc((3 * n + 1) * sizeof *grad);
-    /* the positions the search and the step see (ecn_graph_recentre) */
-    double *pos = malloc((3 * n + 1) * sizeof *pos);
-    double virial[9];
-    if (!types || !grad || !pos) {
-        free(types);
-        free(grad);
-        free(pos);
+    if (ctx_reserve(ctx, n) != 0)
         return ecn_fail(ctx->err, ERR_LEN, ECENET_ERR_NOMEM, "out of memory");
-    }
+    int32_t *types = ctx->types;
+    double *grad = ctx->grad, *pos = ctx->pos;
+    double virial[9];
     ecn_graph *g = &ctx->graph;
     double *per_edge = NULL;
     ecenet_status st = check_args(ctx, s, o, types);
@@ -378,8 +401,5 @@ ecenet_status ecenet_compute(ecenet_ctx *ctx, const ecenet_system *s, const ecen
         }
     }
     free(per_edge);
-    free(types);
-    free(grad);
-    free(pos);
     return st;
 }
