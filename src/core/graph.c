@@ -115,9 +115,11 @@ static void cross3(const double *a, const double *b, double *c)
     c[2] = a[0] * b[1] - a[1] * b[0];
 }
 
+/* hypot, not sqrt of the sum of squares: a lattice vector of 1e200 Å has a
+ * length, not inf, so the degeneracy message below gives true lengths */
 static double norm3(const double *a)
 {
-    return sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]);
+    return hypot(hypot(a[0], a[1]), a[2]);
 }
 
 /* Replace zero rows of non-periodic axes by unit vectors completing a basis.
@@ -197,6 +199,36 @@ static void inv3(const double m[9], double det, double inv[9])
 static double frac_of(const double x[3], const double inv[9], int k)
 {
     return x[0] * inv[k] + x[1] * inv[3 + k] + x[2] * inv[6 + k];
+}
+
+/* The search frame of a cell with periodic axes per: the cell with its zero
+ * non-periodic rows completed (complete_cell), checked to be finite and not
+ * degenerate, and its inverse. */
+static ecenet_status cell_frame(const double *cell, const int per[3], double frame[9],
+                                double inv[9], char *err, size_t err_len)
+{
+    double len[3], det;
+    int k;
+    for (k = 0; k < 9; k++)
+        if (!isfinite(cell[k]))
+            return ecn_fail(err, err_len, ECENET_ERR_INPUT, "cell entry [%d][%d] is not finite",
+                            k / 3, k % 3);
+    memcpy(frame, cell, 9 * sizeof *frame);
+    complete_cell(frame, per);
+    for (k = 0; k < 3; k++)
+        len[k] = norm3(&frame[3 * k]);
+    det = det3(frame);
+    if (!(fabs(det) > 1e-10 * len[0] * len[1] * len[2]) || !isfinite(det) ||
+        !(len[0] > 0.0 && len[1] > 0.0 && len[2] > 0.0))
+        return ecn_fail(err, err_len, ECENET_ERR_INPUT,
+                        "the cell is singular or degenerate (det %g, lattice vector lengths %g, %g, %g Å)",
+                        det, len[0], len[1], len[2]);
+    inv3(frame, det, inv);
+    for (k = 0; k < 9; k++)
+        if (!isfinite(inv[k]))
+            return ecn_fail(err, err_len, ECENET_ERR_INPUT,
+                            "the cell is singular or degenerate (its inverse is not finite)");
+    return ECENET_OK;
 }
 
 /* |b_k|, the norm of column k of the inverse = 1 / perpendicular width k */
@@ -403,7 +435,7 @@ static void pairlist_free(ecn_pairlist *l)
 void ecn_graph_recentre(size_t n, const double *pos, const double *cell, const int pbc[3],
                         double *out)
 {
-    double t[3] = {0.0, 0.0, 0.0}, frame[9], inv[9], det;
+    double t[3] = {0.0, 0.0, 0.0}, frame[9], inv[9];
     int per[3] = {0, 0, 0}, any_per = 0;
     if (n == 0)
         return;
@@ -419,14 +451,9 @@ void ecn_graph_recentre(size_t n, const double *pos, const double *cell, const i
             per[k] = pbc ? (pbc[k] != 0) : 1;
             any_per |= per[k];
         }
-    if (!any_per)
+    /* a cell the search will refuse is left to it to name */
+    if (!any_per || cell_frame(cell, per, frame, inv, NULL, 0) != ECENET_OK)
         return;
-    memcpy(frame, cell, sizeof frame);
-    complete_cell(frame, per);
-    det = det3(frame);
-    if (!isfinite(det) || det == 0.0)
-        return;
-    inv3(frame, det, inv);
     for (size_t i = 0; i < n; i++)
         for (int k = 0; k < 3; k++) {
             /* a whole number of lattice vectors, exactly representable */
@@ -845,27 +872,9 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
 
     /* Frame and its inverse. */
     if (any_per) {
-        double len[3], det;
-        for (k = 0; k < 9; k++)
-            if (!isfinite(cell[k]))
-                return ecn_fail(err, err_len, ECENET_ERR_INPUT,
-                                "cell entry [%d][%d] is not finite", k / 3, k % 3);
-        memcpy(frame, cell, sizeof frame);
-        complete_cell(frame, per);
-        for (k = 0; k < 3; k++)
-            len[k] = norm3(&frame[3 * k]);
-        det = det3(frame);
-        if (!(fabs(det) > 1e-10 * len[0] * len[1] * len[2]) || !isfinite(det) ||
-            !(len[0] > 0.0 && len[1] > 0.0 && len[2] > 0.0))
-            return ecn_fail(err, err_len, ECENET_ERR_INPUT,
-                            "the cell is singular or degenerate (det %g, lattice vector lengths %g, %g, %g Å)",
-                            det, len[0], len[1], len[2]);
-        inv3(frame, det, inv);
+        if ((st = cell_frame(cell, per, frame, inv, err, err_len)) != ECENET_OK)
+            return st;
         C = cell;
-        for (k = 0; k < 9; k++)
-            if (!isfinite(inv[k]))
-                return ecn_fail(err, err_len, ECENET_ERR_INPUT,
-                                "the cell is singular or degenerate (its inverse is not finite)");
     }
     if (n == 0)
         return ECENET_OK;

@@ -84,6 +84,13 @@ START_TEST(test_errors)
         expect_error(n, p, s2, pbc_y, 5.0, 4.0, ECENET_ERR_INPUT, "singular");
         expect_error(n, p, s3, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "singular");
         expect_error(n, p, s4, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT, "not finite");
+        /* lengths whose squares overflow are named as they are (the sum of
+         * squares gave "lengths inf, inf, 5") */
+        {
+            double s5[9] = {1e200, 0, 0, 1e200, 0, 0, 0, 0, 5};
+            expect_error(n, p, s5, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT,
+                         "lattice vector lengths 1e+200, 1e+200, 5 Å");
+        }
         /* non-periodic: the cell is ignored */
         {
             ecn_graph g;
