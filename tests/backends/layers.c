@@ -372,27 +372,44 @@ void test_layers(tctx *c, setup *u)
 #ifdef ECENET_HAVE_CUDA
     if (is_cuda && be->real_size == 4 && !ecn_cuda_tf32()) {
         const int xw[5][2] = {{F, F}, {F + 4, F - 2}, {12, 2 * F + 6}, {2 * F + 8, 20}, {F, F + 1}};
-        for (int x3 = 1; x3 >= 0; x3--)
-            for (int wi = 0; wi < 5; wi++)
-                for (int variant = 0; variant < 2; variant++) {
-                    const int fin = xw[wi][0], fout = xw[wi][1];
-                    if (fout < 1)
-                        continue;
-                    const int corr = variant ? u->s.corr : 0;
-                    const int old = ecn_cuda_set_fp32_gemm(x3);
-                    /* with the split weights where the kernel runs (x3), as the engine */
-                    lin_pair lp = make_linear(c, fin, fout, Q, T, variant == 0, corr);
+        for (int wi = 0; wi < 5; wi++)
+            for (int variant = 0; variant < 2; variant++) {
+                const int fin = xw[wi][0], fout = xw[wi][1];
+                if (fout < 1)
+                    continue;
+                const t_mark_t m0 = t_mark(c);
+                const int corr = variant ? u->s.corr : 0;
+                /* the weights and the ref results once, for both kernel
+                 * choices; with the split weights, as the engine makes them
+                 * where the kernel runs */
+                int old = ecn_cuda_set_fp32_gemm(1);
+                lin_pair lp = make_linear(c, fin, fout, Q, T, variant == 0, corr);
+                ecn_cuda_set_fp32_gemm(old);
+                const unsigned per = Q > 1 ? 2u : 1u; /* cos batch, sin batch */
+                tens X = features(c, E, Q, fin, 0);
+                tens Y = t_out(c, (size_t)E * Q * 2 * fout);
+                ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, X.h, Y.h);
+                tens Yb = {0}, Xb = {0}, Xb2 = {0};
+                if (lp.d.w_t) { /* the kernel takes the VJP on the transposed weights only */
+                    Yb = features(c, E, Q, fout, 0);
+                    Xb = t_acc(c, (size_t)E * Q * 2 * fin);
+                    ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
+                    Xb2 = t_acc(c, Xb.n);
+                }
+                for (int x3 = 1; x3 >= 0; x3--) {
+                    old = ecn_cuda_set_fp32_gemm(x3);
                     snprintf(op, sizeof op, "linear %d->%d bias=%d corr=%d fp32_gemm=%s", fin,
                              fout, variant == 0, corr, x3 ? "x3" : "sgemm");
-                    ck_assert_msg(!x3 == !lp.d.w_split, "%s: split weights %s", op,
-                                  x3 ? "not made" : "made for cuBLAS");
-                    const unsigned per = Q > 1 ? 2u : 1u; /* cos batch, sin batch */
-                    tens X = features(c, E, Q, fin, 0);
-                    tens Y = t_out(c, (size_t)E * Q * 2 * fout);
-                    ref_linear_fwd(E, &lp.h, u->tsrc, u->ttgt, X.h, Y.h);
+                    /* the backend asks for split weights exactly where the kernel runs */
+                    ck_assert_msg(!x3 == !!be->linear_split(0, NULL, NULL) && !x3 == !lp.d.w_split,
+                                  "%s: split weights %s", op, x3 ? "not made" : "asked for");
+                    ecenet_linear_params pdx = lp.d;
+                    if (!x3)
+                        pdx.w_split = pdx.w_t_split = NULL;
+                    t_reset(c, &Y);
                     unsigned long long r0 = ecn_cuda_fp32_gemm_x3_runs(),
                                        p0 = ecn_cuda_fp32_gemm_x3_pre_runs();
-                    be->linear_fwd(E, &lp.d, u->d_tsrc, u->d_ttgt, X.d, Y.d);
+                    be->linear_fwd(E, &pdx, u->d_tsrc, u->d_ttgt, X.d, Y.d);
                     unsigned long long ran = ecn_cuda_fp32_gemm_x3_runs() - r0,
                                        pre = ecn_cuda_fp32_gemm_x3_pre_runs() - p0;
                     t_check(c, &Y, op, "fwd Y", 0);
@@ -403,7 +420,7 @@ void test_layers(tctx *c, setup *u)
                     ck_assert_msg(pre == ran, "%s fwd: %llu of %llu runs on the split weights", op,
                                   pre, ran);
                     if (applies) { /* the kernel splitting W itself: the same bits */
-                        ecenet_linear_params pd = lp.d;
+                        ecenet_linear_params pd = pdx;
                         pd.w_split = NULL;
                         tens Y2 = t_out(c, Y.n);
                         p0 = ecn_cuda_fp32_gemm_x3_pre_runs();
@@ -412,18 +429,16 @@ void test_layers(tctx *c, setup *u)
                                       "%s fwd: ran on split weights it was not given", op);
                         t_same_bits(c, &Y, &Y2, op, "fwd Y, w_split vs none");
                     }
-                    if (!lp.d.w_t) { /* the kernel takes the VJP on the transposed weights only */
+                    if (!lp.d.w_t) {
                         ecn_cuda_set_fp32_gemm(old);
                         continue;
                     }
-                    tens Yb = features(c, E, Q, fout, 0), Xb = t_acc(c, (size_t)E * Q * 2 * fin);
-                    ref_linear_vjp(E, &lp.h, u->tsrc, u->ttgt, Yb.h, Xb.h);
-                    tens Xb2 = t_acc(c, Xb.n); /* the same initial values as Xb */
-                    if (Xb.n)
+                    t_reset(c, &Xb);
+                    if (Xb.n) /* the same initial values as Xb */
                         be->copy(Xb2.d, Xb.d, Xb.n * be->real_size);
                     r0 = ecn_cuda_fp32_gemm_x3_runs();
                     p0 = ecn_cuda_fp32_gemm_x3_pre_runs();
-                    be->linear_vjp(E, &lp.d, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
+                    be->linear_vjp(E, &pdx, u->d_tsrc, u->d_ttgt, Yb.d, Xb.d);
                     ran = ecn_cuda_fp32_gemm_x3_runs() - r0;
                     pre = ecn_cuda_fp32_gemm_x3_pre_runs() - p0;
                     t_check(c, &Xb, op, "vjp Xbar (w_t)", 1);
@@ -436,16 +451,18 @@ void test_layers(tctx *c, setup *u)
                     ck_assert_msg(ran == (applies ? per : 0u),
                                   "%s vjp: split-TF32 kernel ran %llu times, expected %u", op,
                                   ran, applies ? per : 0u);
-                    ck_assert_msg(pre == ran && !x3 == !lp.d.w_t_split,
+                    ck_assert_msg(pre == ran && !x3 == !pdx.w_t_split,
                                   "%s vjp: %llu of %llu runs on the split weights", op, pre, ran);
                     if (applies) {
-                        ecenet_linear_params pd = lp.d;
+                        ecenet_linear_params pd = pdx;
                         pd.w_t_split = NULL;
                         be->linear_vjp(E, &pd, u->d_tsrc, u->d_ttgt, Yb.d, Xb2.d);
                         t_same_bits(c, &Xb, &Xb2, op, "vjp Xbar, w_t_split vs none");
                     }
                     ecn_cuda_set_fp32_gemm(old);
                 }
+                t_release(c, m0);
+            }
     }
 #endif
     /* the first layer's linear (frame_nl): X with the edge frame's zeros
