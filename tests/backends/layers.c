@@ -401,8 +401,10 @@ void test_layers(tctx *c, setup *u)
                     snprintf(op, sizeof op, "linear %d->%d bias=%d corr=%d fp32_gemm=%s", fin,
                              fout, variant == 0, corr, x3 ? "x3" : "sgemm");
                     /* the backend asks for split weights exactly where the kernel runs */
-                    ck_assert_msg(!x3 == !!be->linear_split(0, NULL, NULL) && !x3 == !lp.d.w_split,
-                                  "%s: split weights %s", op, x3 ? "not made" : "asked for");
+                    ck_assert_msg(!x3 == !!be->linear_split(0, NULL, NULL),
+                                  "%s: the backend %s split weights", op,
+                                  x3 ? "does not ask for" : "asks for");
+                    ck_assert_msg(!x3 || lp.d.w_split, "%s: split weights not made", op);
                     ecenet_linear_params pdx = lp.d;
                     if (!x3)
                         pdx.w_split = pdx.w_t_split = NULL;
