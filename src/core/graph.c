@@ -46,10 +46,10 @@
  *     cells of a reduced basis, below).
  *   - A cell far from reduced (a perpendicular width much below its vectors'
  *     lengths) is searched in a reduced basis when that visits 8× fewer
- *     images (ecn_cell_reduce, graph_cell.c); the lists and the errors (images, atoms too far
- *     outside the cell) are those of the cell as given. The device search's
- *     set-up (ecn_graph_setup) searches such a cell on the host instead
- *     (s->n = -1, the lists in g). */
+ *     images (ecn_cell_reduce, graph_cell.c); the lists and the errors
+ *     (images, atoms too far outside the cell) are those of the cell as
+ *     given. The device search's set-up (ecn_graph_setup) searches such a
+ *     cell on the host instead (s->n = -1, the lists in g). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
