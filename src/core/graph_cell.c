@@ -24,7 +24,10 @@ static void cross3(const double *a, const double *b, double *c)
 }
 
 /* hypot, not sqrt of the sum of squares: a lattice vector of 1e200 Å has a
- * length, not inf, so the degeneracy message below gives true lengths */
+ * length, not inf. So the degeneracy test below compares true lengths (an
+ * extreme but regular cell such as diag(1e-170, 1e100, 1e80) Å passes it
+ * and is refused by the search's image bound instead, naming its width)
+ * and its message gives them. */
 static double norm3(const double *a)
 {
     return hypot(hypot(a[0], a[1]), a[2]);
@@ -135,7 +138,7 @@ ecenet_status ecn_cell_frame(const double *cell, const int per[3], double frame[
 /* |b_k|, the norm of column k of the inverse = 1 / perpendicular width k */
 double ecn_cell_recip_norm(const double inv[9], int k)
 {
-    return sqrt(inv[k] * inv[k] + inv[3 + k] * inv[3 + k] + inv[6 + k] * inv[6 + k]);
+    return hypot(hypot(inv[k], inv[3 + k]), inv[6 + k]); /* as norm3: no overflow */
 }
 
 /* ---- skewed cells ------------------------------------------------------------

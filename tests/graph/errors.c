@@ -90,6 +90,11 @@ START_TEST(test_errors)
             double s5[9] = {1e200, 0, 0, 1e200, 0, 0, 0, 0, 5};
             expect_error(n, p, s5, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT,
                          "lattice vector lengths 1e+200, 1e+200, 5 Å");
+            /* regular, but 1e-170 Å wide: refused for its images, with its
+             * true width (the reciprocal's sum of squares gave "width 0") */
+            double s6[9] = {1e-170, 0, 0, 0, 1e100, 0, 0, 0, 1e80}, o[3] = {0, 0, 0};
+            expect_error(1, o, s6, PBC_ALL, 5.0, 4.0, ECENET_ERR_INPUT,
+                         "along cell axis 0 (width 1e-170 Å)");
         }
         /* non-periodic: the cell is ignored */
         {
