@@ -222,7 +222,8 @@ void ecn_graph_recentre(size_t n, const double *pos, const double *cell, const i
                         double *out)
 {
     double t[3] = {0.0, 0.0, 0.0}, frame[9], inv[9];
-    int per[3] = {0, 0, 0}, any_per = 0;
+    int per[3];
+    const int any_per = ecn_cell_periodic(cell, pbc, per);
     if (n == 0)
         return;
     for (size_t i = 0; i < n; i++)
@@ -232,11 +233,6 @@ void ecn_graph_recentre(size_t n, const double *pos, const double *cell, const i
         t[c] /= (double)n;
     for (size_t i = 0; i < 3 * n; i++)
         out[i] = pos[i] - t[i % 3];
-    if (cell)
-        for (int k = 0; k < 3; k++) {
-            per[k] = pbc ? (pbc[k] != 0) : 1;
-            any_per |= per[k];
-        }
     /* a cell the search will refuse is left to it to name */
     if (!any_per || ecn_cell_frame(cell, per, frame, inv, NULL, 0) != ECENET_OK)
         return;
@@ -614,11 +610,7 @@ static ecenet_status build(size_t n_atoms, const double *pos, const double *cell
     if (n > (size_t)INT32_MAX)
         return ecn_fail(err, err_len, ECENET_ERR_INPUT,
                         "graph: %zu atoms exceed the limit of %d", n, (int)INT32_MAX);
-    if (cell)
-        for (k = 0; k < 3; k++) {
-            per[k] = pbc ? (pbc[k] != 0) : 1;
-            any_per |= per[k];
-        }
+    any_per = ecn_cell_periodic(cell, pbc, per);
 
     /* Frame and its inverse. */
     if (any_per) {

@@ -105,6 +105,16 @@ static void inv3(const double m[9], double det, double inv[9])
     inv[8] = (m[0] * m[4] - m[1] * m[3]) / det;
 }
 
+int ecn_cell_periodic(const double *cell, const int pbc[3], int per[3])
+{
+    int any = 0;
+    for (int k = 0; k < 3; k++) {
+        per[k] = cell && (pbc ? pbc[k] != 0 : 1);
+        any |= per[k];
+    }
+    return any;
+}
+
 /* The search frame of a cell with periodic axes per: the cell with its zero
  * non-periodic rows completed (complete_cell), checked to be finite and not
  * degenerate, and its inverse. */

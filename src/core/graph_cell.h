@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include "ecenet.h"
 
+/* per[k]: whether axis k is periodic (none without a cell; all three with a
+ * cell and pbc NULL); returns whether any is */
+int ecn_cell_periodic(const double *cell, const int pbc[3], int per[3]);
+
 /* The search frame of a cell with periodic axes per: the cell with its zero
  * non-periodic rows replaced by unit vectors completing a basis, checked to
  * be finite and not degenerate (the error names the entry, or the
